@@ -1,0 +1,43 @@
+# Entry points for people and CI. Everything runs from the repository root.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+WORKERS ?= 2
+
+.PHONY: venv lint unit integration test demo lab-up lab-down system-deps
+
+# System packages the lab and the playbooks need (Debian/Ubuntu, as root).
+system-deps:
+	@command -v sshd >/dev/null && command -v ip >/dev/null && command -v findmnt >/dev/null || \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server openssh-client iproute2 util-linux)
+
+$(BIN)/ansible-playbook: requirements.txt requirements-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -r requirements-dev.txt
+	touch $@
+
+venv: $(BIN)/ansible-playbook
+
+lint: venv
+	$(BIN)/ruff check .
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/ansible-lint
+
+unit: venv
+	$(BIN)/pytest -q tests/unit
+
+integration: venv system-deps
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/pytest -q -x tests/integration
+
+test: lint unit integration
+
+lab-up: venv system-deps
+	$(PYTHON) scripts/lab.py up --workers $(WORKERS)
+
+lab-down:
+	$(PYTHON) scripts/lab.py down
+
+demo: lab-up
+	$(BIN)/ansible-playbook up.yml
+	$(BIN)/ansible-playbook status.yml

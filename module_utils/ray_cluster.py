@@ -1,0 +1,148 @@
+"""Talk to a running Ray cluster through its dashboard: jobs SDK, state API, REST.
+
+Shared by every module that reads or changes the cluster, so the client set-up
+(token, stray environment) and the shape of what we return live in one place.
+Ray is imported lazily: the pure helpers here are unit tested without a cluster.
+"""
+
+import json
+import os
+import urllib.request
+
+# Ray reads these before the address we pass; proxies have broken job
+# submission for users (ray#52454). A module clears them for its own process.
+_STRAY_ENV = (
+    "RAY_ADDRESS", "RAY_API_SERVER_ADDRESS",
+    "http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY",
+    "all_proxy", "ALL_PROXY",
+)
+
+# Ray job states that will not change any more.
+TERMINAL_JOB_STATES = ("STOPPED", "SUCCEEDED", "FAILED")
+
+
+def prepare_client_env(token_path=None, environ=None):
+    """Clear stray variables and point Ray's clients at the cluster token."""
+    env = os.environ if environ is None else environ
+    for name in _STRAY_ENV:
+        env.pop(name, None)
+    env["NO_PROXY"] = env["no_proxy"] = "*"
+    if token_path:
+        env["RAY_AUTH_MODE"] = "token"
+        env["RAY_AUTH_TOKEN_PATH"] = token_path
+    return env
+
+
+def read_token(token_path):
+    """The cluster token, or None when auth is off."""
+    if not token_path:
+        return None
+    with open(token_path, encoding="utf-8") as handle:
+        return handle.read().strip()
+
+
+def auth_headers(token):
+    return {"Authorization": "Bearer " + token} if token else {}
+
+
+def job_client(dashboard_url, token):
+    from ray.job_submission import JobSubmissionClient
+
+    return JobSubmissionClient(dashboard_url, headers=auth_headers(token))
+
+
+def get_json(dashboard_url, path, token, timeout=10):
+    """GET a dashboard REST endpoint (used where the SDK has no call)."""
+    request = urllib.request.Request(dashboard_url.rstrip("/") + path, headers=auth_headers(token))
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(request, timeout=timeout) as response:
+        return json.loads(response.read().decode("utf-8"))
+
+
+def node_summary(node):
+    """Plain dict of a ray.util.state NodeState (or a dict shaped like one)."""
+    get = node.get if isinstance(node, dict) else lambda key, default=None: getattr(node, key, default)
+    return {
+        "node_id": get("node_id"),
+        "node_ip": get("node_ip"),
+        "node_name": get("node_name"),
+        "is_head_node": bool(get("is_head_node")),
+        "state": get("state"),
+        "resources_total": dict(get("resources_total") or {}),
+    }
+
+
+def job_summary(job):
+    """Plain dict of a JobDetails/JobInfo (or a dict shaped like one)."""
+    get = job.get if isinstance(job, dict) else lambda key, default=None: getattr(job, key, default)
+    status = get("status")
+    return {
+        "submission_id": get("submission_id"),
+        "job_id": get("job_id"),
+        "status": getattr(status, "value", status),
+        "entrypoint": get("entrypoint"),
+        "message": get("message"),
+        "error_type": get("error_type"),
+        "driver_node_id": get("driver_node_id"),
+        "driver_exit_code": get("driver_exit_code"),
+        "start_time": get("start_time"),
+        "end_time": get("end_time"),
+    }
+
+
+def list_nodes(dashboard_url):
+    from ray.util.state import list_nodes as _list_nodes
+
+    return [node_summary(n) for n in _list_nodes(address=dashboard_url, limit=10000, raise_on_missing_output=False)]
+
+
+def list_alive_actor_nodes(dashboard_url):
+    """Node ids that host at least one live actor (a job's workers)."""
+    from ray.util.state import list_actors
+
+    actors = list_actors(address=dashboard_url, filters=[("state", "=", "ALIVE")], limit=10000,
+                         raise_on_missing_output=False)
+    return sorted({a.node_id for a in actors if getattr(a, "node_id", None)})
+
+
+def worker_readiness(nodes, expected):
+    """Compare live nodes with the inventory's workers.
+
+    expected: list of {"host", "ip", "num_gpus", "worker_node"}.
+    Returns (ready, missing) where missing lists "host (ip): reason" strings.
+    """
+    alive = [n for n in nodes if n["state"] == "ALIVE" and not n["is_head_node"]]
+    missing = []
+    for want in expected:
+        found = [n for n in alive if n["node_ip"] == want["ip"]]
+        if not found:
+            missing.append("%s (%s): not in the cluster" % (want["host"], want["ip"]))
+            continue
+        res = found[0]["resources_total"]
+        problems = []
+        if float(res.get("worker_node", 0)) != float(want["worker_node"]):
+            problems.append("worker_node=%s, want %s" % (res.get("worker_node", 0), want["worker_node"]))
+        if float(res.get("GPU", 0)) != float(want["num_gpus"]):
+            problems.append("GPU=%s, want %s" % (res.get("GPU", 0), want["num_gpus"]))
+        if problems:
+            missing.append("%s (%s): %s" % (want["host"], want["ip"], ", ".join(problems)))
+    return not missing, missing
+
+
+def busy_node_ips(nodes, jobs, actor_node_ids):
+    """IPs of nodes where a job's driver or one of its actors is running."""
+    busy_ids = set(actor_node_ids)
+    busy_ids.update(j["driver_node_id"] for j in jobs
+                    if j["status"] in ("PENDING", "RUNNING") and j.get("driver_node_id"))
+    return sorted({n["node_ip"] for n in nodes if n["node_id"] in busy_ids and n["state"] == "ALIVE"})
+
+
+def describe_nodes(nodes):
+    """One short line per node, for messages and status output."""
+    lines = []
+    for n in sorted(nodes, key=lambda n: (not n["is_head_node"], n["node_ip"] or "", n["state"] or "")):
+        res = n["resources_total"]
+        shown = ", ".join("%s=%g" % (k, v) for k, v in sorted(res.items())
+                          if not k.startswith("node:") and k not in ("memory", "object_store_memory"))
+        lines.append("%s %s %s [%s]" % ("head" if n["is_head_node"] else "worker", n["node_ip"], n["state"], shown))
+    return lines

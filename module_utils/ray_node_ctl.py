@@ -1,0 +1,153 @@
+"""Start, inspect and stop the Ray processes of one node (the host we run on).
+
+Pure helpers used by library/ray_node.py. The node records what it was started
+with (a fingerprint of the command, environment and Ray version) so a re-run can
+tell "healthy, leave it" from "drifted, restart it" without asking Ray.
+"""
+
+import hashlib
+import json
+import os
+import signal
+
+# A Ray job's driver carries this variable; the job supervisor sets it.
+DRIVER_ENV_MARKER = b"RAY_JOB_CONFIG_JSON_ENV_VAR="
+
+
+def start_command(ray_bin, role, node_ip, gcs_port, head_ip=None, dashboard_host=None,
+                  dashboard_port=8265, client_server_port=10001, num_cpus=None, num_gpus=None,
+                  resources=None, temp_dir=None, extra_args=()):
+    """The `ray start` argv for a head or a worker."""
+    argv = [ray_bin, "start", "--node-ip-address=%s" % node_ip]
+    if role == "head":
+        # No work lands on the head: it owns neither CPUs nor GPUs.
+        argv += ["--head", "--port=%d" % gcs_port, "--num-cpus=0", "--num-gpus=0",
+                 "--dashboard-host=%s" % (dashboard_host or node_ip),
+                 "--dashboard-port=%d" % dashboard_port,
+                 "--ray-client-server-port=%d" % client_server_port]
+    elif role == "worker":
+        if not head_ip:
+            raise ValueError("a worker needs head_ip")
+        argv.append("--address=%s:%d" % (head_ip, gcs_port))
+        if num_cpus is not None:
+            argv.append("--num-cpus=%d" % num_cpus)
+        argv.append("--num-gpus=%d" % (num_gpus or 0))
+    else:
+        raise ValueError("role must be head or worker, got %r" % role)
+    if resources:
+        argv.append("--resources=%s" % json.dumps(resources, sort_keys=True, separators=(",", ":")))
+    if temp_dir:
+        argv.append("--temp-dir=%s" % temp_dir)
+    argv += list(extra_args)
+    return argv
+
+
+def fingerprint(argv, env, ray_version):
+    """What identifies a node's configuration; a change means a restart."""
+    blob = json.dumps({"argv": argv, "env": env, "ray": ray_version}, sort_keys=True)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def read_state(path):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return None
+
+
+def write_state(path, state):
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(state, handle, indent=2, sort_keys=True)
+    os.replace(tmp, path)
+
+
+def _proc_entries(proc_root):
+    for name in os.listdir(proc_root):
+        if name.isdigit():
+            yield int(name), os.path.join(proc_root, name)
+
+
+def _read(path):
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError:
+        return b""
+
+
+def find_raylets(proc_root="/proc"):
+    """PIDs of raylet processes visible on this host."""
+    return sorted(pid for pid, d in _proc_entries(proc_root)
+                  if _read(os.path.join(d, "comm")).strip() == b"raylet")
+
+
+def find_job_drivers(proc_root="/proc", own_pid=None):
+    """PIDs of Ray job drivers (and their children) still running here.
+
+    `ray stop` does not end them when their node died (notes/ray.md), so we
+    find them by the variable the job supervisor gives every driver.
+    """
+    own_pid = os.getpid() if own_pid is None else own_pid
+    found = []
+    for pid, d in _proc_entries(proc_root):
+        if pid == own_pid:
+            continue
+        environ = _read(os.path.join(d, "environ"))
+        if environ.startswith(DRIVER_ENV_MARKER) or (b"\0" + DRIVER_ENV_MARKER) in environ:
+            found.append(pid)
+    return sorted(found)
+
+
+def kill_pids(pids, sig=signal.SIGKILL):
+    """Signal each PID's process group (a driver's children share it), then the PID."""
+    killed = []
+    for pid in pids:
+        try:
+            os.killpg(os.getpgid(pid), sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            os.kill(pid, sig)
+            killed.append(pid)
+        except ProcessLookupError:
+            pass
+    return killed
+
+
+def plan(running, state, want_fingerprint, busy, force, cleanup_legacy, restart=False):
+    """Decide what to do for state=started.
+
+    Returns (action, reason); action is one of
+    "none", "start", "restart", "refuse_busy", "refuse_legacy".
+    """
+    if not running:
+        return "start", "Ray is not running" if not state else "Ray died; rejoining"
+    if state is None:
+        if not cleanup_legacy:
+            return "refuse_legacy", "Ray runs here but was not started by this project"
+        return "restart", "replacing a Ray left by an earlier setup"
+    if state.get("fingerprint") == want_fingerprint and not restart:
+        return "none", "healthy"
+    reason = "restart requested" if restart and state.get("fingerprint") == want_fingerprint else \
+        "configuration changed"
+    if busy and not force:
+        return "refuse_busy", reason
+    return "restart", reason
+
+
+def diff_state(old, new):
+    """Human-readable list of what changed between two recorded configurations."""
+    if not old:
+        return []
+    changes = []
+    if old.get("ray_version") != new.get("ray_version"):
+        changes.append("ray %s -> %s" % (old.get("ray_version"), new.get("ray_version")))
+    old_args, new_args = set(old.get("argv", [])), set(new.get("argv", []))
+    changes += ["-%s" % a for a in sorted(old_args - new_args)]
+    changes += ["+%s" % a for a in sorted(new_args - old_args)]
+    old_env, new_env = old.get("env", {}), new.get("env", {})
+    changes += ["env %s" % k for k in sorted(set(old_env) | set(new_env)) if old_env.get(k) != new_env.get(k)]
+    return changes
