@@ -78,17 +78,17 @@ ray_version:
   type: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils import ray_cluster as rc
+from ansible.module_utils.basic import AnsibleModule
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            dashboard_url=dict(type="str", required=True),
-            token_path=dict(type="path", no_log=False),
-            expected_workers=dict(type="list", elements="dict", default=[]),
-        ),
+        argument_spec={
+            "dashboard_url": {"type": "str", "required": True},
+            "token_path": {"type": "path", "no_log": False},
+            "expected_workers": {"type": "list", "elements": "dict", "default": []},
+        },
         supports_check_mode=True,
     )
     p = module.params
@@ -101,7 +101,7 @@ def main():
         jobs = [rc.job_summary(j) for j in rc.job_client(p["dashboard_url"], token).list_jobs()]
         actor_nodes = rc.list_alive_actor_nodes(p["dashboard_url"])
     except Exception as exc:  # noqa: BLE001 - any failure here means "cannot read the cluster"
-        module.fail_json(msg="cannot read the Ray cluster at %s: %s" % (p["dashboard_url"], str(exc).splitlines()[0]),
+        module.fail_json(msg="cannot read the Ray cluster at {}: {}".format(p["dashboard_url"], str(exc).splitlines()[0]),
                          ready=False, missing=["cluster unreachable"], nodes=[], node_lines=[])
     ready, missing = rc.worker_readiness(nodes, p["expected_workers"])
     module.exit_json(

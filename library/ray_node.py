@@ -142,14 +142,14 @@ import os
 import shutil
 import time
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils import ray_node_ctl as ctl
+from ansible.module_utils.basic import AnsibleModule
 
 
 def ray_version(module, python):
     rc, out, err = module.run_command([python, "-c", "import ray; print(ray.__version__)"])
     if rc != 0:
-        module.fail_json(msg="%s cannot import ray: %s" % (python, (err or out).strip().splitlines()[-1:]))
+        module.fail_json(msg=f"{python} cannot import ray: {(err or out).strip().splitlines()[-1:]}")
     return out.strip()
 
 
@@ -165,7 +165,7 @@ def run_env(python, env):
 def stop(module, ray_bin, env, temp_dir, remove_sessions):
     rc, out, err = module.run_command([ray_bin, "stop", "--force"], environ_update=env)
     if rc != 0:
-        module.fail_json(msg="ray stop failed: %s" % (err or out).strip())
+        module.fail_json(msg=f"ray stop failed: {(err or out).strip()}")
     for _ in range(50):
         if not ctl.find_raylets():
             break
@@ -182,28 +182,28 @@ def stop(module, ray_bin, env, temp_dir, remove_sessions):
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            state=dict(type="str", choices=["started", "stopped"], default="started"),
-            role=dict(type="str", choices=["head", "worker"]),
-            python=dict(type="path", required=True),
-            node_ip=dict(type="str"),
-            head_ip=dict(type="str"),
-            gcs_port=dict(type="int", default=6379),
-            dashboard_host=dict(type="str"),
-            dashboard_port=dict(type="int", default=8265),
-            client_server_port=dict(type="int", default=10001),
-            num_cpus=dict(type="int"),
-            num_gpus=dict(type="int", default=0),
-            resources=dict(type="dict", default={}),
-            temp_dir=dict(type="path"),
-            extra_args=dict(type="list", elements="str", default=[]),
-            env=dict(type="dict", default={}),
-            state_file=dict(type="path", default="/run/ray-verl/node.json"),
-            busy=dict(type="bool", default=False),
-            force=dict(type="bool", default=False),
-            restart=dict(type="bool", default=False),
-            cleanup_legacy=dict(type="bool", default=False),
-        ),
+        argument_spec={
+            "state": {"type": "str", "choices": ["started", "stopped"], "default": "started"},
+            "role": {"type": "str", "choices": ["head", "worker"]},
+            "python": {"type": "path", "required": True},
+            "node_ip": {"type": "str"},
+            "head_ip": {"type": "str"},
+            "gcs_port": {"type": "int", "default": 6379},
+            "dashboard_host": {"type": "str"},
+            "dashboard_port": {"type": "int", "default": 8265},
+            "client_server_port": {"type": "int", "default": 10001},
+            "num_cpus": {"type": "int"},
+            "num_gpus": {"type": "int", "default": 0},
+            "resources": {"type": "dict", "default": {}},
+            "temp_dir": {"type": "path"},
+            "extra_args": {"type": "list", "elements": "str", "default": []},
+            "env": {"type": "dict", "default": {}},
+            "state_file": {"type": "path", "default": "/run/ray-verl/node.json"},
+            "busy": {"type": "bool", "default": False},
+            "force": {"type": "bool", "default": False},
+            "restart": {"type": "bool", "default": False},
+            "cleanup_legacy": {"type": "bool", "default": False},
+        },
         required_if=[("state", "started", ("role", "node_ip"))],
         supports_check_mode=True,
     )
@@ -224,8 +224,7 @@ def main():
             killed = stop(module, ray_bin, env, p["temp_dir"], remove_sessions=False)
             if os.path.exists(p["state_file"]):
                 os.unlink(p["state_file"])
-        module.exit_json(changed=True, action="stop", reason="stopping %d raylet(s), %d driver(s)"
-                         % (len(raylets), len(drivers)), changes=[], ray_version="",
+        module.exit_json(changed=True, action="stop", reason=f"stopping {len(raylets)} raylet(s), {len(drivers)} driver(s)", changes=[], ray_version="",
                          killed_driver_pids=killed or drivers)
 
     version = ray_version(module, python)
@@ -243,14 +242,14 @@ def main():
     action, reason = ctl.plan(bool(raylets), state, want["fingerprint"], p["busy"], p["force"],
                               p["cleanup_legacy"], p["restart"])
     changes = ctl.diff_state(state, want)
-    result = dict(action=action, reason=reason, changes=changes, ray_version=version, argv=argv)
+    result = {"action": action, "reason": reason, "changes": changes, "ray_version": version, "argv": argv}
     if action == "none":
         module.exit_json(changed=False, **result)
     if action == "refuse_busy":
-        module.fail_json(msg="Ray on this node must restart (%s: %s) but a job runs on it; "
-                         "re-run with -e force=true to restart anyway" % (reason, ", ".join(changes)), **result)
+        module.fail_json(msg="Ray on this node must restart ({}: {}) but a job runs on it; "
+                         "re-run with -e force=true to restart anyway".format(reason, ", ".join(changes)), **result)
     if action == "refuse_legacy":
-        module.fail_json(msg="%s; set ray_cleanup_legacy=true to stop it and start ours" % reason, **result)
+        module.fail_json(msg=f"{reason}; set ray_cleanup_legacy=true to stop it and start ours", **result)
     if module.check_mode:
         module.exit_json(changed=True, **result)
 
@@ -259,7 +258,7 @@ def main():
     rc, out, err = module.run_command(argv, environ_update=env)
     if rc != 0:
         tail = "\n".join((out + err).strip().splitlines()[-15:])
-        module.fail_json(msg="ray start failed (rc=%d): %s" % (rc, tail), **result)
+        module.fail_json(msg=f"ray start failed (rc={rc}): {tail}", **result)
     ctl.write_state(p["state_file"], want)
     module.exit_json(changed=True, **result)
 

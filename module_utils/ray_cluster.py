@@ -116,16 +116,16 @@ def worker_readiness(nodes, expected):
     for want in expected:
         found = [n for n in alive if n["node_ip"] == want["ip"]]
         if not found:
-            missing.append("%s (%s): not in the cluster" % (want["host"], want["ip"]))
+            missing.append("{} ({}): not in the cluster".format(want["host"], want["ip"]))
             continue
         res = found[0]["resources_total"]
         problems = []
         if float(res.get("worker_node", 0)) != float(want["worker_node"]):
-            problems.append("worker_node=%s, want %s" % (res.get("worker_node", 0), want["worker_node"]))
+            problems.append("worker_node={}, want {}".format(res.get("worker_node", 0), want["worker_node"]))
         if float(res.get("GPU", 0)) != float(want["num_gpus"]):
-            problems.append("GPU=%s, want %s" % (res.get("GPU", 0), want["num_gpus"]))
+            problems.append("GPU={}, want {}".format(res.get("GPU", 0), want["num_gpus"]))
         if problems:
-            missing.append("%s (%s): %s" % (want["host"], want["ip"], ", ".join(problems)))
+            missing.append("{} ({}): {}".format(want["host"], want["ip"], ", ".join(problems)))
     return not missing, missing
 
 
@@ -142,7 +142,7 @@ def describe_nodes(nodes):
     lines = []
     for n in sorted(nodes, key=lambda n: (not n["is_head_node"], n["node_ip"] or "", n["state"] or "")):
         res = n["resources_total"]
-        shown = ", ".join("%s=%g" % (k, v) for k, v in sorted(res.items())
+        shown = ", ".join(f"{k}={v:g}" for k, v in sorted(res.items())
                           if not k.startswith("node:") and k not in ("memory", "object_store_memory"))
-        lines.append("%s %s %s [%s]" % ("head" if n["is_head_node"] else "worker", n["node_ip"], n["state"], shown))
+        lines.append("{} {} {} [{}]".format("head" if n["is_head_node"] else "worker", n["node_ip"], n["state"], shown))
     return lines

@@ -18,26 +18,26 @@ def start_command(ray_bin, role, node_ip, gcs_port, head_ip=None, dashboard_host
                   dashboard_port=8265, client_server_port=10001, num_cpus=None, num_gpus=None,
                   resources=None, temp_dir=None, extra_args=()):
     """The `ray start` argv for a head or a worker."""
-    argv = [ray_bin, "start", "--node-ip-address=%s" % node_ip]
+    argv = [ray_bin, "start", f"--node-ip-address={node_ip}"]
     if role == "head":
         # No work lands on the head: it owns neither CPUs nor GPUs.
-        argv += ["--head", "--port=%d" % gcs_port, "--num-cpus=0", "--num-gpus=0",
-                 "--dashboard-host=%s" % (dashboard_host or node_ip),
-                 "--dashboard-port=%d" % dashboard_port,
-                 "--ray-client-server-port=%d" % client_server_port]
+        argv += ["--head", f"--port={gcs_port}", "--num-cpus=0", "--num-gpus=0",
+                 f"--dashboard-host={dashboard_host or node_ip}",
+                 f"--dashboard-port={dashboard_port}",
+                 f"--ray-client-server-port={client_server_port}"]
     elif role == "worker":
         if not head_ip:
             raise ValueError("a worker needs head_ip")
-        argv.append("--address=%s:%d" % (head_ip, gcs_port))
+        argv.append(f"--address={head_ip}:{gcs_port}")
         if num_cpus is not None:
-            argv.append("--num-cpus=%d" % num_cpus)
-        argv.append("--num-gpus=%d" % (num_gpus or 0))
+            argv.append(f"--num-cpus={int(num_cpus)}")
+        argv.append(f"--num-gpus={int(num_gpus or 0)}")
     else:
-        raise ValueError("role must be head or worker, got %r" % role)
+        raise ValueError(f"role must be head or worker, got {role!r}")
     if resources:
-        argv.append("--resources=%s" % json.dumps(resources, sort_keys=True, separators=(",", ":")))
+        argv.append("--resources={}".format(json.dumps(resources, sort_keys=True, separators=(",", ":"))))
     if temp_dir:
-        argv.append("--temp-dir=%s" % temp_dir)
+        argv.append(f"--temp-dir={temp_dir}")
     argv += list(extra_args)
     return argv
 
@@ -144,10 +144,10 @@ def diff_state(old, new):
         return []
     changes = []
     if old.get("ray_version") != new.get("ray_version"):
-        changes.append("ray %s -> %s" % (old.get("ray_version"), new.get("ray_version")))
+        changes.append("ray {} -> {}".format(old.get("ray_version"), new.get("ray_version")))
     old_args, new_args = set(old.get("argv", [])), set(new.get("argv", []))
-    changes += ["-%s" % a for a in sorted(old_args - new_args)]
-    changes += ["+%s" % a for a in sorted(new_args - old_args)]
+    changes += [f"-{a}" for a in sorted(old_args - new_args)]
+    changes += [f"+{a}" for a in sorted(new_args - old_args)]
     old_env, new_env = old.get("env", {}), new.get("env", {})
-    changes += ["env %s" % k for k in sorted(set(old_env) | set(new_env)) if old_env.get(k) != new_env.get(k)]
+    changes += [f"env {k}" for k in sorted(set(old_env) | set(new_env)) if old_env.get(k) != new_env.get(k)]
     return changes

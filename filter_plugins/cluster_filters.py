@@ -22,20 +22,20 @@ def ray_expected_workers(worker_hosts, hostvars):
 
 def ray_status_summary(cluster, dashboard_url, shared_root, mounts):
     """Lines of the status.yml summary from a ray_cluster_info result."""
-    lines = ["dashboard: %s" % dashboard_url]
+    lines = [f"dashboard: {dashboard_url}"]
     if cluster.get("failed") or "nodes" not in cluster:
-        lines.append("cluster: UNREACHABLE (%s)" % cluster.get("msg", "no answer"))
+        lines.append("cluster: UNREACHABLE ({})".format(cluster.get("msg", "no answer")))
     else:
         nodes = cluster["nodes"]
         alive = sum(1 for n in nodes if n["state"] == "ALIVE")
-        lines.append("ray: %s; nodes: %d alive, %d dead" % (cluster.get("ray_version"), alive, len(nodes) - alive))
+        lines.append(f"ray: {cluster.get('ray_version')}; nodes: {alive} alive, {len(nodes) - alive} dead")
         lines += ["  " + line for line in cluster.get("node_lines", [])]
         running = [j for j in cluster.get("jobs", []) if j["status"] in ("PENDING", "RUNNING")]
-        lines.append("jobs: %d running or pending, %d in all" % (len(running), len(cluster.get("jobs", []))))
-        lines += ["  %s %s" % (j["status"], j["submission_id"]) for j in running]
-    lines.append("shared root %s:" % shared_root)
+        lines.append(f"jobs: {len(running)} running or pending, {len(cluster.get('jobs', []))} in all")
+        lines += ["  {} {}".format(j["status"], j["submission_id"]) for j in running]
+    lines.append(f"shared root {shared_root}:")
     for host, mount in sorted(mounts.items()):
-        lines.append("  %s: %s" % (host, (mount or "").strip() or "NOT MOUNTED"))
+        lines.append("  {}: {}".format(host, (mount or "").strip() or "NOT MOUNTED"))
     return lines
 
 

@@ -1,0 +1,26 @@
+"""filter_plugins/ray_cluster.py."""
+
+from cluster_filters import ray_expected_workers, ray_status_summary
+
+
+def test_expected_workers_from_facts_and_fallback():
+    hostvars = {"w1": {"ray_worker_expect": {"host": "w1", "ip": "10.0.0.11", "num_gpus": "4", "worker_node": "1"}},
+                "w2": {"ansible_host": "10.0.0.12"}}
+    assert ray_expected_workers(["w1", "w2"], hostvars) == [
+        {"host": "w1", "ip": "10.0.0.11", "num_gpus": 4, "worker_node": 1.0},
+        {"host": "w2", "ip": "10.0.0.12", "num_gpus": 0, "worker_node": 1.0}]
+
+
+def test_status_summary_lists_nodes_jobs_and_mounts():
+    cluster = {"nodes": [{"state": "ALIVE"}, {"state": "DEAD"}], "node_lines": ["head 1 ALIVE []"],
+               "ray_version": "2.60.0",
+               "jobs": [{"status": "RUNNING", "submission_id": "a"}, {"status": "FAILED", "submission_id": "b"}]}
+    lines = ray_status_summary(cluster, "http://h:8265", "/private", {"w1": "/dev/x nfs\n", "w2": ""})
+    assert "ray: 2.60.0; nodes: 1 alive, 1 dead" in lines
+    assert "  RUNNING a" in lines and "jobs: 1 running or pending, 2 in all" in lines
+    assert "  w1: /dev/x nfs" in lines and "  w2: NOT MOUNTED" in lines
+
+
+def test_status_summary_when_cluster_is_down():
+    lines = ray_status_summary({"failed": True, "msg": "refused"}, "http://h:8265", "/private", {})
+    assert lines[1] == "cluster: UNREACHABLE (refused)"

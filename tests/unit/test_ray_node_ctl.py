@@ -1,0 +1,109 @@
+"""ray_node_ctl: the start command, the fingerprint, the decision table, /proc scanning."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import ray_node_ctl as ctl
+
+
+def test_head_command_has_no_cpus_no_gpus_and_binds_dashboard_to_node():
+    argv = ctl.start_command("/v/bin/ray", "head", "10.0.0.10", 6379)
+    assert argv[:2] == ["/v/bin/ray", "start"]
+    for arg in ("--head", "--num-cpus=0", "--num-gpus=0", "--node-ip-address=10.0.0.10",
+                "--dashboard-host=10.0.0.10", "--port=6379", "--ray-client-server-port=10001"):
+        assert arg in argv
+
+
+def test_worker_command_joins_head_with_resources():
+    argv = ctl.start_command("ray", "worker", "10.0.0.11", 6379, head_ip="10.0.0.10", num_cpus=8,
+                             num_gpus=4, resources={"worker_node": 1})
+    assert "--address=10.0.0.10:6379" in argv
+    assert "--num-gpus=4" in argv and "--num-cpus=8" in argv
+    assert '--resources={"worker_node":1}' in argv
+    assert "--head" not in argv
+
+
+def test_worker_without_head_and_bad_role_are_errors():
+    with pytest.raises(ValueError, match="head_ip"):
+        ctl.start_command("ray", "worker", "1.2.3.4", 6379)
+    with pytest.raises(ValueError, match="role"):
+        ctl.start_command("ray", "boss", "1.2.3.4", 6379)
+
+
+def test_fingerprint_changes_with_args_env_and_version():
+    base = ctl.fingerprint(["a"], {"X": "1"}, "2.60.0")
+    assert base == ctl.fingerprint(["a"], {"X": "1"}, "2.60.0")
+    assert base != ctl.fingerprint(["b"], {"X": "1"}, "2.60.0")
+    assert base != ctl.fingerprint(["a"], {"X": "2"}, "2.60.0")
+    assert base != ctl.fingerprint(["a"], {"X": "1"}, "2.61.0")
+
+
+@pytest.mark.parametrize("running,state,busy,force,legacy,restart,want", [
+    (False, None, False, False, False, False, "start"),
+    (False, {"fingerprint": "f"}, False, False, False, False, "start"),
+    (True, {"fingerprint": "f"}, False, False, False, False, "none"),
+    (True, {"fingerprint": "f"}, True, False, False, False, "none"),
+    (True, {"fingerprint": "old"}, False, False, False, False, "restart"),
+    (True, {"fingerprint": "old"}, True, False, False, False, "refuse_busy"),
+    (True, {"fingerprint": "old"}, True, True, False, False, "restart"),
+    (True, None, False, False, False, False, "refuse_legacy"),
+    (True, None, False, False, True, False, "restart"),
+    (True, {"fingerprint": "f"}, False, False, False, True, "restart"),
+])
+def test_plan(running, state, busy, force, legacy, restart, want):
+    action, reason = ctl.plan(running, state, "f", busy, force, legacy, restart)
+    assert action == want
+    assert reason
+
+
+def test_died_node_is_reported_as_rejoining():
+    assert ctl.plan(False, {"fingerprint": "f"}, "f", False, False, False)[1] == "Ray died; rejoining"
+
+
+def test_diff_state_names_what_changed():
+    old = {"argv": ["ray", "--num-gpus=4"], "env": {"A": "1"}, "ray_version": "2.59.0"}
+    new = {"argv": ["ray", "--num-gpus=2"], "env": {"A": "2"}, "ray_version": "2.60.0"}
+    changes = ctl.diff_state(old, new)
+    assert "ray 2.59.0 -> 2.60.0" in changes
+    assert "-" + "--num-gpus=4" in changes and "+--num-gpus=2" in changes
+    assert "env A" in changes
+    assert ctl.diff_state(None, new) == []
+
+
+def test_state_round_trip(tmp_path):
+    path = str(tmp_path / "sub" / "node.json")
+    assert ctl.read_state(path) is None
+    ctl.write_state(path, {"fingerprint": "x"})
+    assert ctl.read_state(path) == {"fingerprint": "x"}
+    (tmp_path / "sub" / "node.json").write_text("{broken")
+    assert ctl.read_state(path) is None
+
+
+def test_finds_raylets_and_drivers_in_a_fake_proc(tmp_path):
+    def proc(pid, comm, environ=b""):
+        d = tmp_path / str(pid)
+        d.mkdir()
+        (d / "comm").write_bytes(comm + b"\n")
+        (d / "environ").write_bytes(environ)
+    proc(10, b"raylet")
+    proc(11, b"python", b"PATH=/bin\0RAY_JOB_CONFIG_JSON_ENV_VAR={}\0")
+    proc(12, b"python", b"RAY_JOB_CONFIG_JSON_ENV_VAR={}\0")
+    proc(13, b"bash", b"PATH=/bin\0NOT_RAY_JOB_CONFIG_JSON_ENV_VAR=1\0")
+    (tmp_path / "self").mkdir()
+    assert ctl.find_raylets(str(tmp_path)) == [10]
+    assert ctl.find_job_drivers(str(tmp_path), own_pid=1) == [11, 12]
+    assert ctl.find_job_drivers(str(tmp_path), own_pid=12) == [11]
+
+
+def test_kill_pids_ends_a_real_process_group():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        assert ctl.kill_pids([child.pid]) == [child.pid]
+        assert child.wait(timeout=10) < 0
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert ctl.kill_pids([child.pid]) == []
+    assert os.getpid()  # our own process is untouched
