@@ -2,21 +2,17 @@
 
 
 def ray_expected_workers(worker_hosts, hostvars):
-    """What the readiness gate must see for each inventory worker.
+    """What the readiness gate must see for each worker that got through the worker play.
 
-    A worker that failed before recording its expectation (unreachable, say) is
-    still expected, with the resources it would have declared by default, so the
-    gate names it instead of silently skipping it.
+    A worker that failed earlier in the run (unreachable, bad mount) has no
+    expectation recorded; it already fails the run, so the gate does not wait for it.
     """
     expected = []
     for host in worker_hosts:
-        hv = hostvars[host]
-        want = hv.get("ray_worker_expect")
-        if not want:
-            want = {"host": host, "ip": hv.get("ray_node_ip") or hv.get("ansible_host") or host,
-                    "num_gpus": 0, "worker_node": 1}
-        expected.append({"host": str(want["host"]), "ip": str(want["ip"]),
-                         "num_gpus": int(want["num_gpus"]), "worker_node": float(want["worker_node"])})
+        want = hostvars[host].get("ray_worker_expect")
+        if want:
+            expected.append({"host": str(want["host"]), "ip": str(want["ip"]),
+                             "num_gpus": int(want["num_gpus"]), "worker_node": float(want["worker_node"])})
     return expected
 
 

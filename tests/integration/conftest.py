@@ -1,0 +1,96 @@
+"""Integration tests on the lab: real SSH hosts in network namespaces, a real Ray cluster.
+
+The lab is brought up once per session (scripts/lab.py) and the cluster with up.yml;
+tests run the playbooks exactly as a user types them, from the repository root.
+"""
+
+import os
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.path.join(ROOT, ".venv", "bin")
+TOKEN = os.path.join(ROOT, "inventory", "lab", ".secrets", "ray_token")
+DASHBOARD = "http://198.18.0.10:8265"
+HEAD, WORKER1, WORKER2 = "lab-head", "lab-worker1", "lab-worker2"
+IPS = {HEAD: "198.18.0.10", WORKER1: "198.18.0.11", WORKER2: "198.18.0.12"}
+
+sys.path.insert(0, os.path.join(ROOT, "module_utils"))
+import ray_cluster  # noqa: E402
+
+
+class Run:
+    """One ansible-playbook run: exit code, output and the PLAY RECAP per host."""
+
+    def __init__(self, proc):
+        self.rc = proc.returncode
+        self.out = proc.stdout
+        self.recap = {}
+        for host, fields in re.findall(r"^(\S+)\s+:\s+(ok=.*)$", self.out, re.M):
+            self.recap[host] = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", fields)}
+
+    def changed(self, host):
+        return self.recap[host]["changed"]
+
+    def __repr__(self):
+        return "rc=%d\n%s" % (self.rc, self.out[-6000:])
+
+
+def playbook(name, *args):
+    env = dict(os.environ, ANSIBLE_FORCE_COLOR="0", PATH=BIN + os.pathsep + os.environ.get("PATH", ""))
+    started = time.monotonic()
+    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), name, *args], cwd=ROOT, env=env,
+                          capture_output=False, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=900)
+    run = Run(proc)
+    print(f"ansible-playbook {name} {' '.join(args)}: rc={run.rc} in {time.monotonic() - started:.1f}s {run.recap}")
+    return run
+
+
+def ssh(host, command, check=True):
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "lab.py"), "ssh", host, "--", command],
+                          capture_output=True, text=True, timeout=120)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{host}: {command!r} failed rc={proc.returncode}: {proc.stderr}{proc.stdout}")
+    return proc.stdout
+
+
+def nodes():
+    ray_cluster.prepare_client_env(TOKEN)
+    return ray_cluster.list_nodes(DASHBOARD)
+
+
+def alive_by_ip():
+    return {n["node_ip"]: n for n in nodes() if n["state"] == "ALIVE"}
+
+
+def wait_for(predicate, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(1)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+@pytest.fixture(scope="session")
+def lab():
+    subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "lab.py"), "up", "--workers", "2"],
+                   check=True, timeout=120)
+    yield
+    if os.environ.get("KEEP_LAB") != "1":
+        playbook("down.yml")
+        subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "lab.py"), "down"], check=False, timeout=120)
+
+
+@pytest.fixture
+def cluster(lab):
+    """A healthy cluster (brought up or healed by up.yml) for tests that need one."""
+    run = playbook("up.yml")
+    assert run.rc == 0, run
+    return run
