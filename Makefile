@@ -28,7 +28,8 @@ unit: venv
 	$(BIN)/pytest -q tests/unit
 
 integration: venv system-deps
-	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/pytest -q -x tests/integration
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/pytest -q -x -p no:cacheprovider tests/integration
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/molecule test
 
 test: lint unit integration
 

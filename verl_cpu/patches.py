@@ -65,7 +65,7 @@ def patch_distributed() -> list[str]:
     verl modules that already did `from verl.utils.distributed import initialize_global_process_group_ray` before
     this ran hold the unwrapped function: those module attributes are rebound too.
     """
-    import verl.utils.distributed as distributed
+    from verl.utils import distributed
 
     rebound = []
     for name in PROCESS_GROUP_FUNCTIONS:
