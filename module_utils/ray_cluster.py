@@ -146,3 +146,17 @@ def describe_nodes(nodes):
                           if not k.startswith("node:") and k not in ("memory", "object_store_memory"))
         lines.append("{} {} {} [{}]".format("head" if n["is_head_node"] else "worker", n["node_ip"], n["state"], shown))
     return lines
+
+
+def cluster_status_text(dashboard_url, token):
+    """What `ray status` prints, from the dashboard (no CLI, no GCS port needed)."""
+    data = get_json(dashboard_url, "/api/cluster_status?format=1", token).get("data", {})
+    return str(data.get("clusterStatus") or data.get("cluster_status") or data)
+
+
+def list_actor_summaries(dashboard_url, limit=1000):
+    from ray.util.state import list_actors
+
+    return [{"actor_id": a.actor_id, "class_name": a.class_name, "state": a.state, "node_id": a.node_id,
+             "pid": a.pid, "name": a.name}
+            for a in list_actors(address=dashboard_url, limit=limit, raise_on_missing_output=False)]

@@ -20,7 +20,7 @@ HEAD, WORKER1, WORKER2 = "lab-head", "lab-worker1", "lab-worker2"
 IPS = {HEAD: "198.18.0.10", WORKER1: "198.18.0.11", WORKER2: "198.18.0.12"}
 
 sys.path.insert(0, os.path.join(ROOT, "module_utils"))
-import ray_cluster  # noqa: E402
+import ray_cluster
 
 
 class Run:
@@ -30,20 +30,20 @@ class Run:
         self.rc = proc.returncode
         self.out = proc.stdout
         self.recap = {}
-        for host, fields in re.findall(r"^(\S+)\s+:\s+(ok=.*)$", self.out, re.M):
+        for host, fields in re.findall(r"^(\S+)\s+:\s+(ok=.*)$", self.out, re.MULTILINE):
             self.recap[host] = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", fields)}
 
     def changed(self, host):
         return self.recap[host]["changed"]
 
     def __repr__(self):
-        return "rc=%d\n%s" % (self.rc, self.out[-6000:])
+        return f"rc={self.rc}\n{self.out[-6000:]}"
 
 
 def playbook(name, *args):
     env = dict(os.environ, ANSIBLE_FORCE_COLOR="0", PATH=BIN + os.pathsep + os.environ.get("PATH", ""))
     started = time.monotonic()
-    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), name, *args], cwd=ROOT, env=env,
+    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), name, *args], check=False, cwd=ROOT, env=env,
                           capture_output=False, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           timeout=900)
     run = Run(proc)
@@ -53,7 +53,7 @@ def playbook(name, *args):
 
 def ssh(host, command, check=True):
     proc = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "lab.py"), "ssh", host, "--", command],
-                          capture_output=True, text=True, timeout=120)
+                          check=False, capture_output=True, text=True, timeout=120)
     if check and proc.returncode != 0:
         raise AssertionError(f"{host}: {command!r} failed rc={proc.returncode}: {proc.stderr}{proc.stdout}")
     return proc.stdout

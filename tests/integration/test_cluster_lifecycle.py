@@ -5,8 +5,7 @@ import urllib.error
 import urllib.request
 
 import pytest
-from conftest import (DASHBOARD, HEAD, IPS, TOKEN, WORKER1, WORKER2, alive_by_ip, nodes, playbook, ssh,
-                      wait_for)
+from conftest import DASHBOARD, HEAD, IPS, TOKEN, WORKER1, WORKER2, alive_by_ip, nodes, playbook, ssh, wait_for
 
 pytestmark = pytest.mark.usefixtures("lab")
 
@@ -63,7 +62,8 @@ def _post_job(headers):
 def test_job_submission_needs_the_token():
     assert _post_job({}) == 401
     assert _post_job({"Authorization": "Bearer " + "0" * 64}) == 403
-    token = open(TOKEN).read().strip()
+    with open(TOKEN) as handle:
+        token = handle.read().strip()
     assert len(token) == 64
     # The token file on the control host is private.
     import os

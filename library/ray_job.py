@@ -1,0 +1,401 @@
+#!/usr/bin/python
+"""Ansible module: submit, wait for, inspect and stop Ray jobs, keeping each job's record."""
+
+DOCUMENTATION = r"""
+---
+module: ray_job
+short_description: Submit and follow Ray jobs through the Job Submission SDK, with a durable record
+description:
+  - Submits a resolved JobSpec (module_utils/jobspec.py) with an explicit submission id and the driver
+    pinned to a worker through entrypoint resources, and writes the job's record under its output_dir
+    (config/, logs/, checkpoints/, debug/, status.json) on the shared root.
+  - Idempotent. When the id already exists (in Ray or on disk) nothing is submitted or overwritten
+    and the job's state is reported with changed=false.
+  - O(action=wait) follows a job for up to O(poll_s) seconds per call, enforcing the spec's pending
+    timeout and maximum run time (the job is stopped and recorded as FAILED), refreshing logs/driver.log,
+    and finalising status.json and the debug snapshots when the job ends.
+  - Runs on the head with a Python that has Ray; clears RAY_ADDRESS and proxy variables first.
+options:
+  action:
+    description: What to do.
+    type: str
+    choices: [submit, wait, status, stop, logs]
+    default: submit
+  spec:
+    description: A resolved JobSpec (the output of the jobspec_resolve filter). Required for submit.
+    type: dict
+  ray_config:
+    description: The cluster's RayConfig (inventory C(ray_config)).
+    type: dict
+    required: true
+  submission_id:
+    description: The job, for every action but submit.
+    type: str
+  output_dir:
+    description: The job's record directory; default C(<shared_root>/jobs/<submission_id>).
+    type: path
+  token_path:
+    description: File with the cluster token (token authentication).
+    type: path
+  poll_s:
+    description: Longest time one O(action=wait) call follows the job before returning its progress.
+    type: int
+    default: 20
+  tail_lines:
+    description: Lines of the driver log returned by O(action=logs).
+    type: int
+    default: 100
+attributes:
+  check_mode:
+    support: full
+    details: In check mode submit only renders the entrypoint, runtime_env and submit command.
+author: ray-verl maintainers
+"""
+
+EXAMPLES = r"""
+- name: Submit | Submit the job
+  ray_job:
+    spec: "{{ submit_spec }}"
+    ray_config: "{{ ray_config }}"
+    token_path: /etc/ray-verl/ray_token
+  register: submitted
+
+- name: Job | Stop a job
+  ray_job:
+    action: stop
+    submission_id: sft-20261122T120000Z-a1b2c3
+    ray_config: "{{ ray_config }}"
+    token_path: /etc/ray-verl/ray_token
+"""
+
+RETURN = r"""
+submission_id:
+  description: The job's id.
+  returned: always
+  type: str
+state:
+  description: PENDING, RUNNING, SUCCEEDED, FAILED or STOPPED (a job stopped for a timeout is FAILED).
+  returned: always
+  type: str
+done:
+  description: The job has ended and its record is final.
+  returned: always
+  type: bool
+existed:
+  description: (submit) The id existed already; nothing was submitted.
+  returned: when action=submit
+  type: bool
+record:
+  description: The job's record directory.
+  returned: always
+  type: str
+progress:
+  description: One line saying where the job is (state, time, newest verl step line).
+  returned: always
+  type: str
+entrypoint:
+  description: The entrypoint (secrets redacted).
+  returned: when action=submit
+  type: str
+runtime_env:
+  description: The runtime_env (secrets redacted).
+  returned: when action=submit
+  type: dict
+submit_cmd:
+  description: The equivalent C(ray job submit) command (secrets redacted).
+  returned: when action=submit
+  type: str
+status:
+  description: The job's status.json.
+  returned: always
+  type: dict
+log_tail:
+  description: The end of the driver log (action=logs).
+  returned: when action=logs
+  type: str
+"""
+
+import os
+import time
+
+from ansible.module_utils import job_record as jr
+from ansible.module_utils import jobspec as js
+from ansible.module_utils import ray_cluster as rc
+from ansible.module_utils.basic import AnsibleModule
+
+
+class Job:
+    """One job: its Ray client, its record and how to redact what we write."""
+
+    def __init__(self, module, config, sid, output_dir):
+        self.module = module
+        self.config = config
+        self.sid = sid
+        self.rec = jr.paths(output_dir)
+        self.token = rc.read_token(module.params["token_path"])
+        self.client = rc.job_client(config.dashboard_url, self.token)
+        self.secret_names = tuple(config.secret_env_names)
+
+    def redact(self, obj):
+        return js.redact(obj, self.secret_names, extra_values=[self.token] if self.token else [])
+
+    def info(self):
+        """Ray's JobInfo, or None when Ray does not know the id (404)."""
+        try:
+            return self.client.get_job_info(self.sid)
+        except RuntimeError as exc:
+            if "404" in str(exc) or "does not exist" in str(exc):
+                return None
+            raise
+
+    def status(self):
+        return jr.read_json(self.rec["status"]) or {}
+
+    def save_status(self, status):
+        status["updated_at"] = jr.now_ms()
+        jr.write_json(self.rec["status"], status)
+
+    def refresh_log(self):
+        try:
+            text = self.client.get_job_logs(self.sid)
+        except Exception:  # noqa: BLE001 - logs are best effort while a job starts
+            return ""
+        jr.write_text(self.rec["driver_log"], self.redact(text))
+        return text
+
+    def snapshot(self, when):
+        """Cluster state into debug/: `ray status` and the job list (and more on failure)."""
+        try:
+            text = rc.cluster_status_text(self.config.dashboard_url, self.token)
+            nodes = rc.list_nodes(self.config.dashboard_url)
+            text += "\n\nNodes:\n" + "\n".join(rc.describe_nodes(nodes)) + "\n"
+        except Exception as exc:  # noqa: BLE001 - a snapshot must not hide the job's own state
+            text, nodes = f"cluster status unavailable: {exc}\n", []
+        jr.write_text(self.rec["status_pre" if when == "pre" else "status_post"], text)
+        if when == "pre":
+            return nodes
+        try:
+            jobs = [rc.job_summary(j) for j in self.client.list_jobs()]
+            lines = [f"{j['submission_id']}\t{j['status']}\t{j['entrypoint']}" for j in jobs]
+        except Exception as exc:  # noqa: BLE001
+            lines = [f"job list unavailable: {exc}"]
+        jr.write_text(self.rec["job_list_post"], self.redact("\n".join(lines) + "\n"))
+        return nodes
+
+    def finalize(self, info, status):
+        """Write the final record: logs, snapshots, failure details, status.json."""
+        log = self.refresh_log()
+        nodes = self.snapshot("post")
+        job = rc.job_summary(info)
+        reason = status.get("reason")
+        state = jr.final_state(job["status"], reason)
+        driver = next((n for n in nodes if n["node_id"] == job["driver_node_id"]), None)
+        losses = jr.step_losses(log)
+        status.update({
+            "state": state, "ray_status": job["status"], "final": True,
+            "message": self.redact(job["message"] or ""), "error_type": job["error_type"],
+            "driver_exit_code": job["driver_exit_code"], "driver_node_id": job["driver_node_id"],
+            "driver_node_ip": driver["node_ip"] if driver else None,
+            "driver_on_worker": (not driver["is_head_node"]) if driver else None,
+            "start_time": job["start_time"], "end_time": job["end_time"],
+            "last_step": jr.last_step_line(log),
+            "steps": losses[-1][0] if losses else None,
+            "first_loss": losses[0][1] if losses else None,
+            "last_loss": losses[-1][1] if losses else None,
+        })
+        status["phases"] = jr.phases(status.get("submitted_at"), job["start_time"], job["end_time"],
+                                     status.get("phases", {}).get("submit_s"))
+        if state != "SUCCEEDED":
+            try:
+                jr.write_json(self.rec["nodes"], nodes)
+                jr.write_json(self.rec["actors"], rc.list_actor_summaries(self.config.dashboard_url))
+            except Exception as exc:  # noqa: BLE001
+                jr.write_text(self.rec["actors"], f"unavailable: {exc}\n")
+            jr.write_text(self.rec["failure"], self.redact(
+                f"state: {state} (ray: {job['status']})\nreason: {reason}\nerror_type: {job['error_type']}\n"
+                f"driver_exit_code: {job['driver_exit_code']}\nmessage: {job['message']}\n"))
+        self.save_status(status)
+        return status
+
+    def result(self, status, **extra):
+        state = status.get("state", "UNKNOWN")
+        return dict(submission_id=self.sid, state=state, done=bool(status.get("final")),
+                    record=self.rec["dir"], status=status, **extra)
+
+
+def progress_line(job, info, log_text):
+    elapsed = ""
+    start = getattr(info, "start_time", None)
+    if start:
+        elapsed = f" for {int((jr.now_ms() - start) / 1000)}s"
+    step = jr.last_step_line(log_text or "")
+    return f"{job.sid}: {rc.job_summary(info)['status']}{elapsed}" + (f"; {step}" if step else "")
+
+
+def submit(module, config):
+    try:
+        spec = js.JobSpec.from_dict(module.params["spec"])
+    except js.JobSpecError as exc:
+        module.fail_json(msg=str(exc))
+    job = Job(module, config, spec.submission_id, spec.output_dir)
+    runtime_env = js.render_runtime_env(spec, config)
+    entrypoint = js.render_entrypoint(spec, config)
+    options = js.entrypoint_options(spec)
+    command = js.submit_command(spec, config, runtime_env)
+    shown = dict(entrypoint=job.redact(entrypoint), runtime_env=job.redact(runtime_env),
+                 submit_cmd=job.redact(command))
+
+    def existing():
+        info = job.info()
+        status = job.status()
+        if info is not None and not status.get("final"):
+            status.setdefault("state", rc.job_summary(info)["status"])
+            status["state"] = rc.job_summary(info)["status"] if not status.get("reason") else status["state"]
+        module.exit_json(changed=False, existed=True, progress=f"{job.sid} exists already: not submitted again",
+                         **job.result(status), **shown)
+
+    if os.path.exists(spec.output_dir) or job.info() is not None:
+        existing()
+    if module.check_mode:
+        module.exit_json(changed=True, existed=False, progress=f"{job.sid} would be submitted",
+                         **job.result({"state": "NEW"}), **shown)
+    if not jr.create_exclusive(spec.output_dir):
+        existing()  # another submission with this id won the race
+
+    jr.write_json(job.rec["job_spec"], job.redact(spec.to_dict()))
+    jr.write_json(job.rec["runtime_env"], shown["runtime_env"])
+    jr.write_text(job.rec["submit_cmd"], shown["submit_cmd"] + "\n")
+    jr.write_json(job.rec["env_names"], sorted(runtime_env.get("env_vars", {})))
+    job.snapshot("pre")
+    status = {"submission_id": job.sid, "spec": spec.name, "workload": spec.workload, "state": "PENDING",
+              "final": False, "reason": None, "code_path": spec.code_path, "code_id": spec.code_id,
+              "record": spec.output_dir, "timeouts": {"pending_s": spec.timeouts.pending_s,
+                                                      "max_run_s": spec.timeouts.max_run_s}}
+    started = time.monotonic()
+    status["submitted_at"] = jr.now_ms()
+    try:
+        returned = job.client.submit_job(entrypoint=entrypoint, submission_id=job.sid, runtime_env=runtime_env,
+                                         metadata={k: str(v) for k, v in spec.metadata.items()}, **options)
+    except Exception as exc:  # noqa: BLE001 - record every submission failure, then report it
+        jr.write_text(job.rec["submit_out"], job.redact(f"submission of {job.sid} failed: {exc}\n"))
+        status.update(state="FAILED", final=True, reason="SUBMISSION_FAILED", message=job.redact(str(exc)))
+        job.save_status(status)
+        module.fail_json(msg=f"{job.sid}: submission failed: {job.redact(str(exc)).splitlines()[0]}",
+                         **job.result(status))
+    status["phases"] = {"submit_s": round(time.monotonic() - started, 3)}
+    jr.write_text(job.rec["submit_out"],
+                  f"submitted {returned} to {config.dashboard_url} in {status['phases']['submit_s']}s\n"
+                  f"entrypoint: {shown['entrypoint']}\nentrypoint options: {options}\n")
+    job.save_status(status)
+    module.exit_json(changed=True, existed=False, progress=f"{job.sid} submitted", **job.result(status), **shown)
+
+
+def stop_for(job, status, reason):
+    """Stop a job we gave up on and say why in its record."""
+    status["reason"] = reason
+    job.save_status(status)
+    job.client.stop_job(job.sid)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        info = job.info()
+        if info is not None and rc.job_summary(info)["status"] in jr.TERMINAL:
+            return info
+        time.sleep(1)
+    return job.info()
+
+
+def follow(module, job):
+    """action=wait: follow the job for up to poll_s seconds."""
+    status = job.status()
+    if status.get("final"):
+        module.exit_json(changed=False, progress=f"{job.sid}: {status['state']} (final)", **job.result(status))
+    timeouts = status.get("timeouts", {})
+    deadline = time.monotonic() + module.params["poll_s"]
+    while True:
+        info = job.info()
+        if info is None:
+            module.fail_json(msg=f"{job.sid}: Ray does not know this job (was the head restarted?)",
+                             **job.result(status))
+        summary = rc.job_summary(info)
+        now = jr.now_ms()
+        if summary["status"] == "PENDING" and now - status["submitted_at"] > timeouts.get("pending_s", 600) * 1000:
+            info = stop_for(job, status, "PENDING_TIMEOUT")
+        elif (summary["status"] == "RUNNING" and timeouts.get("max_run_s") and summary["start_time"]
+              and now - summary["start_time"] > timeouts["max_run_s"] * 1000):
+            info = stop_for(job, status, "DEADLINE_EXCEEDED")
+        if rc.job_summary(info)["status"] in jr.TERMINAL:
+            status = job.finalize(info, status)
+            module.exit_json(changed=True, progress=f"{job.sid}: {status['state']}"
+                             + (f" ({status['reason']})" if status.get("reason") else ""), **job.result(status))
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(1)
+    log = job.refresh_log()
+    status["state"] = summary["status"]
+    job.save_status(status)
+    module.exit_json(changed=False, progress=progress_line(job, info, log), **job.result(status))
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            action=dict(type="str", choices=["submit", "wait", "status", "stop", "logs"], default="submit"),
+            spec=dict(type="dict"),
+            ray_config=dict(type="dict", required=True),
+            submission_id=dict(type="str"),
+            output_dir=dict(type="path"),
+            token_path=dict(type="path", no_log=False),
+            poll_s=dict(type="int", default=20),
+            tail_lines=dict(type="int", default=100),
+        ),
+        required_if=[("action", "submit", ("spec",)), ("action", "wait", ("submission_id",)),
+                     ("action", "status", ("submission_id",)), ("action", "stop", ("submission_id",)),
+                     ("action", "logs", ("submission_id",))],
+        supports_check_mode=True,
+    )
+    p = module.params
+    try:
+        config = js.RayConfig.from_dict(p["ray_config"])
+    except js.JobSpecError as exc:
+        module.fail_json(msg=str(exc))
+    rc.prepare_client_env(p["token_path"])
+    if p["action"] == "submit":
+        submit(module, config)
+
+    sid = p["submission_id"]
+    output_dir = p["output_dir"] or os.path.join(config.shared_root, "jobs", sid)
+    job = Job(module, config, sid, output_dir)
+    if not os.path.isdir(output_dir):
+        module.fail_json(msg=f"submission_id '{sid}': no job record at {output_dir}", submission_id=sid)
+    if p["action"] == "wait":
+        if module.check_mode:
+            module.exit_json(changed=False, progress=f"{sid}: not followed in check mode", **job.result(job.status()))
+        follow(module, job)
+
+    status = job.status()
+    info = job.info()
+    if p["action"] == "stop":
+        running = info is not None and rc.job_summary(info)["status"] not in jr.TERMINAL
+        if running and not module.check_mode:
+            info = stop_for(job, status, "STOPPED_BY_USER")
+            status = job.finalize(info, status)
+        module.exit_json(changed=running, progress=f"{sid}: {'stopped' if running else 'not running'}",
+                         **job.result(status))
+    if info is not None and not status.get("final") and not module.check_mode:
+        if rc.job_summary(info)["status"] in jr.TERMINAL:
+            status = job.finalize(info, status)
+        else:
+            status["state"] = rc.job_summary(info)["status"]
+    log = job.refresh_log() if info is not None and not module.check_mode else ""
+    if p["action"] == "logs":
+        if not log and os.path.exists(job.rec["driver_log"]):
+            with open(job.rec["driver_log"], encoding="utf-8") as handle:
+                log = handle.read()
+        tail = "\n".join(log.splitlines()[-p["tail_lines"]:])
+        module.exit_json(changed=False, progress=f"{sid}: {status.get('state')}", log_tail=job.redact(tail),
+                         **job.result(status))
+    module.exit_json(changed=False, progress=f"{sid}: {status.get('state')}", **job.result(status))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+"""The durable record of one job on the shared root: ${shared_root}/jobs/<submission_id>/.
+
+It outlives the Ray head (whose job history vanishes on restart), so everything a person
+needs to understand a job later is written here: what was asked, what Ray said, the logs
+and the final state. Writes are atomic; an existing record is never overwritten wholesale.
+"""
+
+import json
+import os
+import re
+import tempfile
+import time
+
+LAYOUT = ("config", "logs", "checkpoints", "debug")
+TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
+_STEP_LINE = re.compile(r"\bstep:\s*(\d+)\b")
+_LOSS = re.compile(r"\btrain/loss:\s*([-+0-9.eE]+)")
+
+
+def paths(output_dir):
+    join = os.path.join
+    return {
+        "dir": output_dir,
+        "job_spec": join(output_dir, "config", "job_spec.json"),
+        "runtime_env": join(output_dir, "config", "runtime_env.json"),
+        "submit_cmd": join(output_dir, "config", "submit_cmd.txt"),
+        "env_names": join(output_dir, "config", "env_var_names.json"),
+        "submit_out": join(output_dir, "logs", "ray_job_submit.out"),
+        "driver_log": join(output_dir, "logs", "driver.log"),
+        "checkpoints": join(output_dir, "checkpoints"),
+        "status_pre": join(output_dir, "debug", "ray_status_pre.txt"),
+        "status_post": join(output_dir, "debug", "ray_status_post.txt"),
+        "job_list_post": join(output_dir, "debug", "ray_job_list_post.txt"),
+        "nodes": join(output_dir, "debug", "nodes.json"),
+        "actors": join(output_dir, "debug", "actors.json"),
+        "failure": join(output_dir, "debug", "failure.txt"),
+        "status": join(output_dir, "status.json"),
+    }
+
+
+def create_exclusive(output_dir):
+    """Create the job directory; False if it already exists (then nothing is touched).
+
+    mkdir is atomic, so of two submissions racing for one id exactly one gets True.
+    """
+    os.makedirs(os.path.dirname(output_dir.rstrip("/")), exist_ok=True)
+    try:
+        os.mkdir(output_dir)
+    except FileExistsError:
+        return False
+    for sub in LAYOUT:
+        os.mkdir(os.path.join(output_dir, sub))
+    # Jobs run as whichever user the workers run as; the plan lets everyone write.
+    os.chmod(os.path.join(output_dir, "checkpoints"), 0o777)
+    return True
+
+
+def write_text(path, text):
+    """Write via a temporary file and rename, so a crash never leaves half a file."""
+    directory = os.path.dirname(path)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_json(path, obj):
+    write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def read_json(path):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return None
+
+
+def last_step_line(log_text, width=200):
+    """The newest verl `step:N - ...` line of a log, shortened, or None."""
+    for line in reversed(log_text.splitlines()):
+        if _STEP_LINE.search(line):
+            line = line.strip()
+            return line if len(line) <= width else line[: width - 3] + "..."
+    return None
+
+
+def step_losses(log_text):
+    """[(step, loss)] from verl's console logger lines, in order."""
+    found = []
+    for line in log_text.splitlines():
+        step, loss = _STEP_LINE.search(line), _LOSS.search(line)
+        if step and loss:
+            found.append((int(step.group(1)), float(loss.group(1))))
+    return found
+
+
+def now_ms():
+    return int(time.time() * 1000)
+
+
+def final_state(ray_status, reason):
+    """The state we record: a job we stopped for a timeout failed, whatever Ray calls it."""
+    if reason in ("PENDING_TIMEOUT", "DEADLINE_EXCEEDED"):
+        return "FAILED"
+    return ray_status
+
+
+def phases(submitted_ms, start_ms, end_ms, submit_s):
+    """Seconds spent submitting, waiting for resources, and running."""
+    out = {"submit_s": round(submit_s, 3) if submit_s is not None else None}
+    if submitted_ms and start_ms:
+        out["pending_s"] = round(max(0, start_ms - submitted_ms) / 1000, 3)
+    if start_ms and end_ms:
+        out["running_s"] = round(max(0, end_ms - start_ms) / 1000, 3)
+    if submitted_ms and end_ms:
+        out["total_s"] = round(max(0, end_ms - submitted_ms) / 1000, 3)
+    return out
