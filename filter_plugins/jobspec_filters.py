@@ -27,6 +27,10 @@ def cli_extra_vars():
 
 def spec_overrides(extra_vars):
     """The -e values that are JobSpec fields; the rest steer the playbook or the inventory."""
+    if "_raw_params" in extra_vars:
+        # Ansible splits `-e key=two words` at the space and keeps the rest here.
+        raise jobspec.JobSpecError("-e", "is not key=value; quote a value with spaces, e.g. "
+                                   "-e 'entrypoint=\"echo hi\"'", extra_vars["_raw_params"])
     return {k: v for k, v in extra_vars.items()
             if k not in PLAYBOOK_KNOBS and not k.startswith(_KNOWN_PREFIXES)}
 

@@ -295,7 +295,9 @@ def stop_for(job, status, reason):
     status["reason"] = reason
     job.save_status(status)
     job.client.stop_job(job.sid)
-    deadline = time.monotonic() + 30
+    # Ray may not stop a job whose driver was never placed (ray#31008); it fails such a job
+    # itself at RAY_JOB_START_TIMEOUT_SECONDS. We record our verdict without waiting for that.
+    deadline = time.monotonic() + (10 if reason == "PENDING_TIMEOUT" else 30)
     while time.monotonic() < deadline:
         info = job.info()
         if info is not None and rc.job_summary(info)["status"] in jr.TERMINAL:
@@ -323,7 +325,7 @@ def follow(module, job):
         elif (summary["status"] == "RUNNING" and timeouts.get("max_run_s") and summary["start_time"]
               and now - summary["start_time"] > timeouts["max_run_s"] * 1000):
             info = stop_for(job, status, "DEADLINE_EXCEEDED")
-        if rc.job_summary(info)["status"] in jr.TERMINAL:
+        if rc.job_summary(info)["status"] in jr.TERMINAL or status.get("reason") == "PENDING_TIMEOUT":
             status = job.finalize(info, status)
             module.exit_json(changed=True, progress=f"{job.sid}: {status['state']}"
                              + (f" ({status['reason']})" if status.get("reason") else ""), **job.result(status))

@@ -1,0 +1,251 @@
+"""submit.yml, job.yml and the ray_job module on the lab (issue: job submission and the job record)."""
+
+import concurrent.futures
+import hashlib
+import json
+import os
+import uuid
+
+import pytest
+from conftest import IPS, ROOT, TOKEN, WORKER1, WORKER2, playbook, ssh, wait_for
+
+RECORDS = os.path.join(ROOT, ".lab", "private", "jobs")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cluster_up(lab):
+    run = playbook("up.yml")
+    assert run.rc == 0, run
+
+
+def new_id(prefix="it"):
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def record(sid, *parts):
+    return os.path.join(RECORDS, sid, *parts)
+
+
+def read(sid, *parts):
+    with open(record(sid, *parts), encoding="utf-8") as handle:
+        return handle.read()
+
+
+def status(sid):
+    return json.loads(read(sid, "status.json"))
+
+
+def hashes(sid):
+    out = {}
+    for folder, _, files in os.walk(record(sid)):
+        for name in files:
+            path = os.path.join(folder, name)
+            with open(path, "rb") as handle:
+                out[os.path.relpath(path, record(sid))] = hashlib.sha256(handle.read()).hexdigest()
+    return out
+
+
+def ray_jobs():
+    import ray_cluster
+
+    ray_cluster.prepare_client_env(TOKEN)
+    client = ray_cluster.job_client("http://198.18.0.10:8265", ray_cluster.read_token(TOKEN))
+    return {j.submission_id: j for j in client.list_jobs()}
+
+
+def test_smoke_runs_on_a_worker_and_leaves_a_complete_record():
+    sid = new_id("smoke")
+    run = playbook("submit.yml", "-e", "spec=smoke", "-e", f"submission_id={sid}", "-e", "wait=true")
+    assert run.rc == 0, run
+    assert f"record: /private/jobs/{sid}" in run.out and "SUCCEEDED" in run.out
+    st = status(sid)
+    assert st["state"] == "SUCCEEDED" and st["final"] and st["driver_exit_code"] == 0
+    assert st["driver_on_worker"] is True and st["driver_node_ip"] in (IPS[WORKER1], IPS[WORKER2])
+    assert st["code_path"] == "/private/common/code/smoke"
+    assert {"submit_s", "pending_s", "running_s", "total_s"} <= set(st["phases"])
+    spec = json.loads(read(sid, "config", "job_spec.json"))
+    assert spec["submission_id"] == sid and spec["workload"] == "smoke" and spec["save_freq"] == 10
+    runtime_env = json.loads(read(sid, "config", "runtime_env.json"))
+    assert runtime_env["env_vars"]["PYTHONPATH"].startswith("/private/common/code/smoke:/private/user/code")
+    assert "PYTHONPATH" in json.loads(read(sid, "config", "env_var_names.json"))
+    cmd = read(sid, "config", "submit_cmd.txt")
+    assert cmd.startswith("ray job submit ") and f"--submission-id {sid}" in cmd and "worker_node" in cmd
+    assert f"submitted {sid}" in read(sid, "logs", "ray_job_submit.out")
+    assert "smoke_probe: wrote" in read(sid, "logs", "driver.log")
+    probe = json.loads(read(sid, "checkpoints", "smoke.json"))
+    assert probe["on_worker"] and probe["module_file"] == "/private/common/code/smoke/smoke_probe.py"
+    for snap in ("ray_status_pre.txt", "ray_status_post.txt"):
+        text = read(sid, "debug", snap)
+        assert "Node status" in text and "worker 198.18.0.11 ALIVE" in text
+    assert sid in read(sid, "debug", "ray_job_list_post.txt")
+
+
+def test_same_id_again_submits_nothing_and_keeps_the_record_byte_for_byte():
+    sid = new_id("again")
+    first = playbook("submit.yml", "-e", "spec=smoke", "-e", f"submission_id={sid}", "-e", "wait=true")
+    assert first.rc == 0, first
+    before = hashes(sid)
+    again = playbook("submit.yml", "-e", "spec=smoke", "-e", f"submission_id={sid}")
+    assert again.rc == 0, again
+    assert "already existed, not resubmitted" in again.out
+    assert again.changed("lab-head") == 0
+    assert hashes(sid) == before
+
+
+def test_check_mode_shows_the_submission_and_changes_nothing():
+    sid = new_id("check")
+    run = playbook("submit.yml", "-e", "spec=smoke", "-e", f"submission_id={sid}", "--check")
+    assert run.rc == 0, run
+    assert "entrypoint:" in run.out and "smoke_probe" in run.out and "PYTHONPATH" in run.out
+    assert "check mode: nothing submitted" in run.out
+    assert not os.path.exists(record(sid)) and sid not in ray_jobs()
+
+
+BAD_SPEC_FILES = {"it_bad_yaml": "workload: smoke\n  timeouts: [1,\n", "it_bad_list": "- workload: smoke\n"}
+
+BAD_INPUTS = [
+    (["spec=does-not-exist"], "spec"),
+    (["spec=../smoke"], "spec"),
+    (["spec=it_bad_yaml"], "spec"),
+    (["spec=it_bad_list"], "spec"),
+    (["submission_id=../x"], "submission_id"),
+    (["submission_id=a/b"], "submission_id"),
+    (["submission_id=.hidden"], "submission_id"),
+    (["submission_id=" + "x" * 200], "submission_id"),
+    (["workload=train"], "workload"),
+    (["save_frq=5"], "save_frq"),
+    (["save_freq=0"], "save_freq"),
+    (["save_freq=-1"], "save_freq"),
+    (["save_freq=abc"], "save_freq"),
+    (["resources.nnodes=0"], "resources.nnodes"),
+    (["resources.nnodes=two"], "resources.nnodes"),
+    (["timeouts.pending_s=0"], "timeouts.pending_s"),
+    (['{"timeouts": {"max_run_s": "soon"}}'], "timeouts.max_run_s"),
+    (['{"resources": {"gpus": 1}}'], "resources.gpus"),
+    (['{"env": {"A": 1}}'], "env.A"),
+    (['{"env": {"1BAD": "x"}}'], "env"),
+    (['{"metadata": "x"}'], "metadata"),
+    (['{"overrides": ["novalue"]}'], "overrides"),
+    (["workload=sft"], "model_path"),
+    (["workload=ppo", "model_path=/private/hf/m"], "train_files"),
+    (["workload=sft", "model_path=relative/m", "train_files=/private/datasets/t.parquet"], "model_path"),
+    (["code_id=v1", "code_path=/private/common/code/verl/v1"], "code_path"),
+    (["output_dir=/etc/evil"], "output_dir"),
+    (['entrypoint="echo hi"'], "entrypoint"),
+    (["entrypoint=echo hi"], "-e"),
+    (["workload=command"], "entrypoint"),
+]
+
+
+@pytest.fixture(scope="module")
+def bad_spec_files():
+    made = []
+    for name, text in BAD_SPEC_FILES.items():
+        path = os.path.join(ROOT, "jobspecs", name + ".yaml")
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        made.append(path)
+    yield
+    for path in made:
+        os.unlink(path)
+
+
+@pytest.mark.parametrize("extra,field", BAD_INPUTS, ids=[" ".join(e)[:40] for e, _ in BAD_INPUTS])
+def test_bad_input_fails_naming_the_field_and_creates_nothing(bad_spec_files, extra, field):
+    before_dirs, before_jobs = set(os.listdir(RECORDS)), set(ray_jobs())
+    args = [] if any(e.startswith("spec=") for e in extra) else ["-e", "spec=smoke"]
+    for e in extra:
+        args += ["-e", e]
+    run = playbook("submit.yml", *args)
+    assert run.rc != 0, run
+    assert f"jobspec field '{field}" in run.out, run
+    assert set(os.listdir(RECORDS)) == before_dirs
+    assert set(ray_jobs()) == before_jobs
+
+
+def test_job_waiting_for_a_missing_resource_is_stopped_after_the_pending_timeout():
+    sid = new_id("pending")
+    run = playbook("submit.yml", "-e", "spec=smoke", "-e", f"submission_id={sid}", "-e", "wait=true",
+                   "-e", '{"resources": {"entrypoint_resources": {"worker_node": 1, "no_such_gpu": 1}}}',
+                   "-e", "timeouts.pending_s=5")
+    assert run.rc != 0
+    assert "PENDING_TIMEOUT" in run.out
+    st = status(sid)
+    assert st["state"] == "FAILED" and st["reason"] == "PENDING_TIMEOUT" and st["final"]
+    assert st["ray_status"] in ("PENDING", "STOPPED"), st
+    assert "Node status" in read(sid, "debug", "ray_status_post.txt")
+    assert "PENDING_TIMEOUT" in read(sid, "debug", "failure.txt")
+    assert os.path.exists(record(sid, "debug", "nodes.json"))
+
+
+def test_stop_status_and_logs_of_a_running_job():
+    sid = new_id("stop")
+    run = playbook("submit.yml", "-e", "spec=smoke", "-e", f"submission_id={sid}", "-e", "workload=command",
+                   "-e", 'entrypoint="echo started-long-job; sleep 300"')
+    assert run.rc == 0, run
+    wait_for(lambda: ray_jobs()[sid].status.value == "RUNNING", 60, f"{sid} RUNNING")
+    logs = playbook("job.yml", "-e", f"id={sid}", "-e", "do=logs")
+    assert logs.rc == 0 and "started-long-job" in logs.out, logs
+    stop = playbook("job.yml", "-e", f"id={sid}", "-e", "do=stop")
+    assert stop.rc == 0 and stop.changed("lab-head") == 1, stop
+    st = status(sid)
+    assert st["final"] and st["state"] == "STOPPED" and st["reason"] == "STOPPED_BY_USER"
+    again = playbook("job.yml", "-e", f"id={sid}", "-e", "do=stop")
+    assert again.rc == 0 and again.changed("lab-head") == 0
+    unknown = playbook("job.yml", "-e", "id=it-never-submitted", "-e", "do=status")
+    assert unknown.rc != 0 and "no job record" in unknown.out
+
+
+def test_concurrent_submissions_land_once_per_id():
+    a, b = new_id("conc"), new_id("conc")
+    same = new_id("same")
+    args = [(a,), (b,), (same,), (same,)]
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        runs = list(pool.map(lambda sid: playbook("submit.yml", "-e", "spec=smoke", "-e", f"submission_id={sid[0]}"),
+                             args))
+    assert runs[0].rc == 0 and runs[1].rc == 0, runs
+    assert os.path.isdir(record(a)) and os.path.isdir(record(b))
+    outcomes = sorted("already existed" in r.out for r in runs[2:])
+    assert [r.rc for r in runs[2:]] == [0, 0] and outcomes == [False, True], runs[2:]
+    jobs = ray_jobs()
+    assert {a, b, same} <= set(jobs)
+    for sid in (a, b, same):
+        playbook("job.yml", "-e", f"id={sid}", "-e", "do=wait")
+        assert status(sid)["state"] == "SUCCEEDED"
+
+
+def test_no_secret_lands_in_the_record_or_the_output():
+    sid = new_id("secret")
+    secrets = ["wandb-sekrit-5f1c2b9e", "hf_sekrit_8d7e6f5a"]
+    env = json.dumps({"env": {"WANDB_API_KEY": secrets[0], "HF_TOKEN": secrets[1]}})
+    run = playbook("submit.yml", "-e", "spec=smoke", "-e", f"submission_id={sid}", "-e", "wait=true", "-e", env)
+    assert run.rc == 0, run
+    with open(TOKEN) as handle:
+        token = handle.read().strip()
+    for secret in [*secrets, token]:
+        assert secret not in run.out
+        for folder, _, files in os.walk(record(sid)):
+            for name in files:
+                with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as handle:
+                    assert secret not in handle.read(), (name, secret[:6])
+    assert json.loads(read(sid, "config", "runtime_env.json"))["env_vars"]["WANDB_API_KEY"] == "<redacted>"
+
+
+def test_worker_killed_during_a_job_is_recorded_as_failed_with_a_snapshot():
+    sid = new_id("killed")
+    run = playbook("submit.yml", "-e", "spec=smoke", "-e", f"submission_id={sid}", "-e", "workload=command",
+                   "-e", 'entrypoint="sleep 600"')
+    assert run.rc == 0, run
+    wait_for(lambda: ray_jobs()[sid].status.value == "RUNNING", 60, f"{sid} RUNNING")
+    driver_id = ray_jobs()[sid].driver_node_id
+    import ray_cluster
+    ip = next(n["node_ip"] for n in ray_cluster.list_nodes("http://198.18.0.10:8265") if n["node_id"] == driver_id)
+    host = next(h for h, i in IPS.items() if i == ip)
+    ssh(host, "kill -9 $(pgrep -x raylet)")
+    waited = playbook("job.yml", "-e", f"id={sid}", "-e", "do=wait")
+    assert waited.rc == 0, waited
+    st = status(sid)
+    assert st["state"] == "FAILED" and st["error_type"], st
+    assert os.path.exists(record(sid, "debug", "nodes.json")) and "FAILED" in read(sid, "debug", "failure.txt")
+    healed = playbook("up.yml")
+    assert healed.rc == 0, healed
