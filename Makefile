@@ -39,6 +39,12 @@ lab-up: venv system-deps
 lab-down:
 	$(PYTHON) scripts/lab.py down
 
+# The main job on the embedded default: the lab, the cluster, a job, and where its record is.
+DEMO_ID ?= demo-smoke-$(shell date -u +%Y%m%dT%H%M%SZ)
 demo: lab-up
 	$(BIN)/ansible-playbook up.yml
 	$(BIN)/ansible-playbook status.yml
+	$(BIN)/ansible-playbook submit.yml -e spec=smoke -e submission_id=$(DEMO_ID) -e wait=true
+	@echo "The job's record (/private/jobs/$(DEMO_ID) on every node, .lab/private/jobs/$(DEMO_ID) here):"
+	@find .lab/private/jobs/$(DEMO_ID) -type f | sort
+	@cat .lab/private/jobs/$(DEMO_ID)/status.json

@@ -135,18 +135,26 @@ class Job:
         self.token = rc.read_token(module.params["token_path"])
         self.client = rc.job_client(config.dashboard_url, self.token)
         self.secret_names = tuple(config.secret_env_names)
+        self.secrets = [self.token] if self.token else []
+
+    def learn_secrets(self, runtime_env):
+        """Remember the job's secret env values, so they are hidden inside any text (logs, commands)."""
+        env_vars = (runtime_env or {}).get("env_vars") or {}
+        self.secrets += [v for k, v in env_vars.items() if js.is_secret_name(k, self.secret_names) and v]
 
     def redact(self, obj):
-        return js.redact(obj, self.secret_names, extra_values=[self.token] if self.token else [])
+        return js.redact(obj, self.secret_names, extra_values=self.secrets)
 
     def info(self):
         """Ray's JobInfo, or None when Ray does not know the id (404)."""
         try:
-            return self.client.get_job_info(self.sid)
+            info = self.client.get_job_info(self.sid)
         except RuntimeError as exc:
             if "404" in str(exc) or "does not exist" in str(exc):
                 return None
             raise
+        self.learn_secrets(getattr(info, "runtime_env", None))
+        return info
 
     def status(self):
         return jr.read_json(self.rec["status"]) or {}
@@ -242,6 +250,7 @@ def submit(module, config):
     entrypoint = js.render_entrypoint(spec, config)
     options = js.entrypoint_options(spec)
     command = js.submit_command(spec, config, runtime_env)
+    job.learn_secrets(runtime_env)
     shown = dict(entrypoint=job.redact(entrypoint), runtime_env=job.redact(runtime_env),
                  submit_cmd=job.redact(command))
 
