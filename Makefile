@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 WORKERS ?= 2
 
-.PHONY: venv lint unit integration test demo lab-up lab-down system-deps
+.PHONY: venv lint unit integration test demo lab-up lab-down lab-venv lab-assets system-deps
 
 # System packages the lab and the playbooks need (Debian/Ubuntu, as root).
 system-deps:
@@ -33,8 +33,22 @@ integration: venv system-deps
 
 test: lint unit integration
 
-lab-up: venv system-deps
+# The lab's nodes run Ray from .venv-verl, like a GPU image that ships Ray, torch and verl (CPU builds here).
+LAB_VENV := .venv-verl
+$(LAB_VENV)/bin/python: requirements-verl.txt scripts/install_verl.sh
+	bash scripts/install_verl.sh $(LAB_VENV)
+	touch $@
+
+lab-venv: $(LAB_VENV)/bin/python
+
+# The lab's site data: a tiny model and SFT data set, and the verl source to snapshot.
+lab-assets: lab-venv
+	$(LAB_VENV)/bin/python scripts/make_tiny_assets.py .lab/private/common/tiny
+	@test -f .lab/src/verl-0.9.1.tar.gz || $(LAB_VENV)/bin/pip download -q --no-deps --no-binary=:all: verl==0.9.1 -d .lab/src
+
+lab-up: venv lab-venv system-deps
 	$(PYTHON) scripts/lab.py up --workers $(WORKERS)
+	$(MAKE) lab-assets
 
 lab-down:
 	$(PYTHON) scripts/lab.py down

@@ -9,7 +9,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 import jobspec
 
 # Extra vars that steer the playbooks rather than describe the job.
-PLAYBOOK_KNOBS = frozenset({"spec", "wait", "force", "id", "do", "suite", "state", "tail_lines"})
+PLAYBOOK_KNOBS = frozenset({"spec", "wait", "force", "id", "do", "preflight", "wait_budget_s", "suite", "state", "tail_lines"})
 # Inventory-style variables a user may pass with -e; they are not JobSpec fields.
 _KNOWN_PREFIXES = ("ansible_", "ray_", "shared_root_", "jobspec_", "code_snapshot_", "regression_")
 
@@ -35,6 +35,18 @@ def spec_overrides(extra_vars):
             if k not in PLAYBOOK_KNOBS and not k.startswith(_KNOWN_PREFIXES)}
 
 
+def site_layer(site_defaults, workload):
+    """The inventory's defaults for one workload: `all`, then `trainers` (ppo/grpo/sft), then its own."""
+    layer = {}
+    keys = ["all"] + (["trainers"] if workload in jobspec.TRAINERS else []) + [workload]
+    for key in keys:
+        part = (site_defaults or {}).get(key) or {}
+        if not isinstance(part, dict):
+            raise jobspec.JobSpecError(f"jobspec_defaults.{key}", "must be a mapping of jobspec fields", part)
+        layer = jobspec.merge_layers(layer, part)
+    return layer
+
+
 def jobspec_resolve(name, ray_config, specs_dir, site_defaults=None, extra_vars=None):
     """Load jobspecs/<name>.yaml, merge site defaults < file < -e, validate: a JobSpec dict.
 
@@ -44,8 +56,10 @@ def jobspec_resolve(name, ray_config, specs_dir, site_defaults=None, extra_vars=
         raw = cli_extra_vars() if extra_vars is None else dict(extra_vars)
         cli = jobspec.coerce_cli_overrides(spec_overrides(raw))
         path = jobspec.find_spec_file(str(name), specs_dir)
-        spec = jobspec.resolve(jobspec.load_spec_file(path), name=str(name), ray_config=dict(ray_config),
-                               site_defaults=dict(site_defaults or {}), cli=cli)
+        spec_file = jobspec.load_spec_file(path)
+        workload = cli.get("workload", spec_file.get("workload"))
+        spec = jobspec.resolve(spec_file, name=str(name), ray_config=dict(ray_config),
+                               site_defaults=site_layer(site_defaults, workload), cli=cli)
     except jobspec.JobSpecError as exc:
         raise AnsibleFilterError(str(exc)) from None
     return spec.to_dict()

@@ -45,6 +45,12 @@ options:
     description: Lines of the driver log returned by O(action=logs).
     type: int
     default: 100
+  preflight:
+    description:
+      - Before submitting a verl workload, compose its hydra config with the job's code (C(--cfg job)) on
+        this host, so a misspelled override fails with verl's message before the cluster allocates anything.
+    type: bool
+    default: true
 attributes:
   check_mode:
     support: full
@@ -116,6 +122,7 @@ log_tail:
 """
 
 import os
+import tempfile
 import time
 
 from ansible.module_utils import job_record as jr
@@ -211,6 +218,9 @@ class Job:
             "first_loss": losses[0][1] if losses else None,
             "last_loss": losses[-1][1] if losses else None,
         })
+        preflight = jr.read_json(os.path.join(self.rec["dir"], "preflight.json"))
+        if preflight is not None:
+            status["preflight"] = preflight
         status["phases"] = jr.phases(status.get("submitted_at"), job["start_time"], job["end_time"],
                                      status.get("phases", {}).get("submit_s"))
         if state != "SUCCEEDED":
@@ -265,6 +275,9 @@ def submit(module, config):
 
     if os.path.exists(spec.output_dir) or job.info() is not None:
         existing()
+    check_code(module, spec)
+    if module.params["preflight"]:
+        compose(module, spec, config, runtime_env)
     if module.check_mode:
         module.exit_json(changed=True, existed=False, progress=f"{job.sid} would be submitted",
                          **job.result({"state": "NEW"}), **shown)
@@ -297,6 +310,35 @@ def submit(module, config):
                   f"entrypoint: {shown['entrypoint']}\nentrypoint options: {options}\n")
     job.save_status(status)
     module.exit_json(changed=True, existed=False, progress=f"{job.sid} submitted", **job.result(status), **shown)
+
+
+def check_code(module, spec):
+    """A code_id must name a snapshot that exists: a typo must not fall back to other code."""
+    if spec.code_id is not None and not os.path.isfile(os.path.join(spec.code_path, "verl_code_marker.py")):
+        root = os.path.dirname(spec.code_path)
+        have = sorted(d for d in os.listdir(root) if not d.startswith(".")) if os.path.isdir(root) else []
+        module.fail_json(msg=f"jobspec field 'code_id': no code snapshot at {spec.code_path} "
+                             f"(snapshots here: {', '.join(have) or 'none'}), got {spec.code_id!r}")
+
+
+def compose(module, spec, config, runtime_env):
+    """Let verl's hydra compose the job's config with the snapshot's code (`--cfg job`) before submitting.
+
+    A misspelled override fails here in seconds with verl's own message; nothing is created then.
+    """
+    argv = js.compose_command(spec, config)
+    if argv is None:
+        return
+    env = dict(os.environ)
+    env.update(runtime_env.get("env_vars", {}))
+    env.pop("RAY_ADDRESS", None)
+    with tempfile.TemporaryDirectory(prefix="verl-compose-") as cwd:
+        rc_, out, err = module.run_command(argv, cwd=cwd, environ_update=env)
+    if rc_ != 0:
+        lines = [line.strip() for line in (err or out).strip().splitlines() if line.strip()]
+        hint = " | ".join(lines[-6:])
+        module.fail_json(msg=f"{spec.submission_id}: verl rejected the job's config (nothing submitted): {hint}",
+                         compose_cmd=" ".join(argv))
 
 
 def stop_for(job, status, reason):
@@ -358,6 +400,7 @@ def main():
             token_path=dict(type="path", no_log=False),
             poll_s=dict(type="int", default=20),
             tail_lines=dict(type="int", default=100),
+            preflight=dict(type="bool", default=True),
         ),
         required_if=[("action", "submit", ("spec",)), ("action", "wait", ("submission_id",)),
                      ("action", "status", ("submission_id",)), ("action", "stop", ("submission_id",)),

@@ -394,6 +394,11 @@ def _finish(name, data):
                                  "timeouts": Timeouts(**v["timeouts"])})
 
 
+def merge_layers(base, over):
+    """Merge two layers of spec fields the way resolve() does (site defaults are built from several)."""
+    return _merge(base, over)
+
+
 def _merge(base, over, top=True):
     """Deep-merge mapping `over` into `base`; top-level overrides lists are concatenated."""
     out = dict(base)
@@ -661,7 +666,25 @@ def render_entrypoint(spec, ray_config) -> str:
     else:
         args = _trainer_args(spec, rc)
     # rc.python is a command prefix from the site config (it may be "uv run python").
-    return f"{rc.python} {shlex.join(args)}"
+    command = f"{rc.python} {shlex.join(args)}"
+    if spec.code_id is not None:
+        # A code snapshot carries job_preflight: it checks, on the worker and before any work,
+        # that verl is imported from the chosen snapshot, and records what was imported.
+        check = ["-m", "job_preflight", "--code-path", spec.code_path,
+                 "--out", posixpath.join(spec.output_dir, "preflight.json")]
+        command = f"{rc.python} {shlex.join(check)} && {command}"
+    return command
+
+
+def compose_command(spec, ray_config):
+    """argv that makes verl's hydra compose the job's config and exit (`--cfg job`), or None.
+
+    Run before submission it rejects a misspelled override in seconds, with verl's own message.
+    """
+    spec, rc = _as_spec(spec), _as_ray_config(ray_config)
+    if spec.workload not in TRAINERS:
+        return None
+    return [*shlex.split(rc.python), *_trainer_args(spec, rc), "--cfg", "job"]
 
 
 def entrypoint_options(spec) -> dict:
