@@ -6,7 +6,7 @@ import sys
 from ansible.errors import AnsibleFilterError
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils"))
-import code_snapshot  # noqa: E402
+import code_snapshot
 
 
 def code_snapshot_source(path):

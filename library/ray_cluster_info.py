@@ -101,7 +101,7 @@ def main():
         jobs = [rc.job_summary(j) for j in rc.job_client(p["dashboard_url"], token).list_jobs()]
         actor_nodes = rc.list_alive_actor_nodes(p["dashboard_url"])
     except Exception as exc:  # noqa: BLE001 - any failure here means "cannot read the cluster"
-        module.fail_json(msg="cannot read the Ray cluster at {}: {}".format(p["dashboard_url"], str(exc).splitlines()[0]),
+        module.fail_json(msg="cannot read the Ray cluster at {}: {}".format(p["dashboard_url"], (str(exc).splitlines() or [type(exc).__name__])[0]),
                          ready=False, missing=["cluster unreachable"], nodes=[], node_lines=[])
     ready, missing = rc.worker_readiness(nodes, p["expected_workers"])
     module.exit_json(

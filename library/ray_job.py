@@ -302,7 +302,7 @@ def submit(module, config):
         jr.write_text(job.rec["submit_out"], job.redact(f"submission of {job.sid} failed: {exc}\n"))
         status.update(state="FAILED", final=True, reason="SUBMISSION_FAILED", message=job.redact(str(exc)))
         job.save_status(status)
-        module.fail_json(msg=f"{job.sid}: submission failed: {job.redact(str(exc)).splitlines()[0]}",
+        module.fail_json(msg=f"{job.sid}: submission failed: {(job.redact(str(exc)).splitlines() or [type(exc).__name__])[0]}",
                          **job.result(status))
     status["phases"] = {"submit_s": round(time.monotonic() - started, 3)}
     jr.write_text(job.rec["submit_out"],
@@ -371,7 +371,7 @@ def follow(module, job):
                              **job.result(status))
         summary = rc.job_summary(info)
         now = jr.now_ms()
-        if summary["status"] == "PENDING" and now - status["submitted_at"] > timeouts.get("pending_s", 600) * 1000:
+        if summary["status"] == "PENDING" and now - (status.get("submitted_at") or 0) > timeouts.get("pending_s", 600) * 1000:
             info = stop_for(job, status, "PENDING_TIMEOUT")
         elif (summary["status"] == "RUNNING" and timeouts.get("max_run_s") and summary["start_time"]
               and now - summary["start_time"] > timeouts["max_run_s"] * 1000):
@@ -408,6 +408,11 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
+    # Secret env values must not come back in the module's own `invocation` output either.
+    secret_names = tuple((p["ray_config"] or {}).get("secret_env_names") or js.DEFAULT_SECRET_ENV_NAMES)
+    for env in ((p["spec"] or {}).get("env") or {},
+                ((p["ray_config"] or {}).get("runtime_env") or {}).get("env_vars") or {}):
+        module.no_log_values.update(str(v) for k, v in env.items() if js.is_secret_name(k, secret_names) and v)
     try:
         config = js.RayConfig.from_dict(p["ray_config"])
     except js.JobSpecError as exc:
@@ -432,7 +437,11 @@ def main():
         running = info is not None and rc.job_summary(info)["status"] not in jr.TERMINAL
         if running and not module.check_mode:
             info = stop_for(job, status, "STOPPED_BY_USER")
-            status = job.finalize(info, status)
+            if info is not None and rc.job_summary(info)["status"] in jr.TERMINAL:
+                status = job.finalize(info, status)
+            else:  # Ray has not stopped it yet: a later status or wait finalizes the record
+                status["state"] = rc.job_summary(info)["status"] if info is not None else status.get("state")
+                job.save_status(status)
         module.exit_json(changed=running, progress=f"{sid}: {'stopped' if running else 'not running'}",
                          **job.result(status))
     if info is not None and not status.get("final") and not module.check_mode:

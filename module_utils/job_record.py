@@ -99,7 +99,10 @@ def step_losses(log_text):
     for line in log_text.splitlines():
         step, loss = _STEP_LINE.search(line), _LOSS.search(line)
         if step and loss:
-            found.append((int(step.group(1)), float(loss.group(1))))
+            try:
+                found.append((int(step.group(1)), float(loss.group(1))))
+            except ValueError:  # e.g. "train/loss:-inf" captures just "-"
+                continue
     return found
 
 

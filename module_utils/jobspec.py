@@ -659,14 +659,15 @@ def render_entrypoint(spec, ray_config) -> str:
     """The shell command Ray runs as the job's driver."""
     spec, rc = _as_spec(spec), _as_ray_config(ray_config)
     if spec.workload == "command":
-        return spec.entrypoint
-    if spec.workload == "smoke":
-        args = ["-m", "smoke_probe", "--checkpoint-dir", spec.checkpoint_dir,
-                "--submission-id", spec.submission_id]
+        command = spec.entrypoint
     else:
-        args = _trainer_args(spec, rc)
-    # rc.python is a command prefix from the site config (it may be "uv run python").
-    command = f"{rc.python} {shlex.join(args)}"
+        if spec.workload == "smoke":
+            args = ["-m", "smoke_probe", "--checkpoint-dir", spec.checkpoint_dir,
+                    "--submission-id", spec.submission_id]
+        else:
+            args = _trainer_args(spec, rc)
+        # rc.python is a command prefix from the site config (it may be "uv run python").
+        command = f"{rc.python} {shlex.join(args)}"
     if spec.code_id is not None:
         # A code snapshot carries job_preflight: it checks, on the worker and before any work,
         # that verl is imported from the chosen snapshot, and records what was imported.

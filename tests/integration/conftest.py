@@ -80,8 +80,8 @@ def wait_for(predicate, timeout, what):
 
 @pytest.fixture(scope="session")
 def lab():
-    subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "lab.py"), "up", "--workers", "2"],
-                   check=True, timeout=120)
+    # make lab-up: the hosts, the nodes' verl venv, and the lab's site data (tiny model, verl source).
+    subprocess.run(["make", "-s", "lab-up", "WORKERS=2"], cwd=ROOT, check=True, timeout=1800)
     yield
     if os.environ.get("KEEP_LAB") != "1":
         playbook("down.yml")

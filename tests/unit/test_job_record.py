@@ -169,8 +169,6 @@ def test_step_losses_from_console_lines_in_order():
     assert jr.step_losses("train/loss:1.0 without a step\nstep:1 - no loss\n") == []
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError,
-                   reason="bug: _LOSS captures '-' of '-inf', float('-') raises and finalize crashes")
 def test_step_losses_survive_a_non_numeric_loss():
     assert jr.step_losses("step:1 - train/loss:1.5\nstep:2 - train/loss:-inf\n")[0] == (1, 1.5)
 

@@ -1,0 +1,127 @@
+"""verl workloads on the lab (issue: verl for real): snapshots, preflight, SFT trained on CPU, PPO/GRPO composed."""
+
+import json
+import os
+import shutil
+import tarfile
+import uuid
+
+import pytest
+from conftest import IPS, ROOT, WORKER1, WORKER2, playbook
+
+RECORDS = os.path.join(ROOT, ".lab", "private", "jobs")
+SNAPSHOTS = os.path.join(ROOT, ".lab", "private", "common", "code", "verl")
+SDIST = os.path.join(ROOT, ".lab", "src", "verl-0.9.1.tar.gz")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cluster_up(lab):
+    run = playbook("up.yml")
+    assert run.rc == 0, run
+
+
+def new_id(prefix):
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def status(sid):
+    with open(os.path.join(RECORDS, sid, "status.json"), encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def driver_log(sid):
+    with open(os.path.join(RECORDS, sid, "logs", "driver.log"), encoding="utf-8") as handle:
+        return handle.read()
+
+
+def test_up_snapshots_verl_once_read_only_with_marker_and_preflight():
+    snap = os.path.join(SNAPSHOTS, "verl-0.9.1")
+    assert os.path.isfile(os.path.join(snap, "verl", "__init__.py"))
+    with open(os.path.join(snap, "verl_code_marker.py"), encoding="utf-8") as handle:
+        assert 'CODE_ID = "verl-0.9.1"' in handle.read()
+    assert os.path.isfile(os.path.join(snap, "job_preflight.py"))
+    assert not os.stat(os.path.join(snap, "verl", "__init__.py")).st_mode & 0o222
+    again = playbook("snapshot.yml")
+    assert again.rc == 0 and again.changed("lab-head") == 0, again
+
+
+def test_sft_trains_on_the_lab_and_resumes_from_its_checkpoint():
+    first = new_id("sft")
+    run = playbook("submit.yml", "-e", "spec=sft", "-e", f"submission_id={first}", "-e", "wait=true")
+    assert run.rc == 0, run
+    st = status(first)
+    assert st["state"] == "SUCCEEDED" and st["steps"] == 2, st
+    assert st["first_loss"] is not None and st["last_loss"] is not None
+    assert st["driver_node_ip"] in (IPS[WORKER1], IPS[WORKER2])
+    assert st["preflight"]["ok"] and st["preflight"]["code_id"] == "verl-0.9.1"
+    checkpoints = os.path.join(RECORDS, first, "checkpoints")
+    assert os.path.isdir(os.path.join(checkpoints, "global_step_2", "huggingface"))
+    assert "step:2" in driver_log(first) and "Saving checkpoint to: /private/jobs/" in driver_log(first)
+    print(f"SFT {first}: {st['phases']}, loss {st['first_loss']} -> {st['last_loss']}")
+
+    resumed = new_id("sft-resume")
+    step2 = f"/private/jobs/{first}/checkpoints/global_step_2"
+    run = playbook("submit.yml", "-e", "spec=sft", "-e", f"submission_id={resumed}", "-e", "wait=true",
+                   "-e", "total_training_steps=4",
+                   "-e", json.dumps({"overrides": ["trainer.resume_mode=resume_path",
+                                                   f"trainer.resume_from_path={step2}"]}))
+    assert run.rc == 0, run
+    st = status(resumed)
+    assert st["state"] == "SUCCEEDED" and st["steps"] == 4, st
+    log = driver_log(resumed)
+    assert "step:3 " in log and "step:1 " not in log
+    assert os.path.isdir(os.path.join(RECORDS, resumed, "checkpoints", "global_step_4"))
+    # The first job's record is untouched by the resumed one.
+    assert sorted(os.listdir(checkpoints)) == ["global_step_2", "latest_checkpointed_iteration.txt"]
+
+
+def test_two_code_versions_side_by_side(tmp_path):
+    variant = tmp_path / "verl-variant"
+    with tarfile.open(SDIST) as archive:
+        archive.extractall(tmp_path, filter="data")
+    shutil.move(str(tmp_path / "verl-0.9.1"), variant)
+    (variant / "verl" / "LAB_VARIANT.txt").write_text("a second code version\n")
+    run = playbook("snapshot.yml", "-e", f"code_snapshot_verl_source={variant}",
+                   "-e", "code_snapshot_verl_id=verl-variant")
+    assert run.rc == 0, run
+    again = playbook("snapshot.yml", "-e", f"code_snapshot_verl_source={variant}",
+                     "-e", "code_snapshot_verl_id=verl-variant")
+    assert again.rc == 0 and again.changed("lab-head") == 0, again
+    (variant / "verl" / "LAB_VARIANT.txt").write_text("changed code under the same id\n")
+    clash = playbook("snapshot.yml", "-e", f"code_snapshot_verl_source={variant}",
+                     "-e", "code_snapshot_verl_id=verl-variant")
+    assert clash.rc != 0 and "already holds other code" in clash.out
+
+    seen = {}
+    for code_id in ("verl-0.9.1", "verl-variant"):
+        sid = new_id("code")
+        run = playbook("submit.yml", "-e", "spec=smoke", "-e", "workload=command", "-e", f"code_id={code_id}",
+                       "-e", f"submission_id={sid}", "-e", 'entrypoint="echo job ran"', "-e", "wait=true")
+        assert run.rc == 0, run
+        pre = status(sid)["preflight"]
+        assert pre["ok"] and pre["code_id"] == code_id
+        assert pre["verl_file"] == f"/private/common/code/verl/{code_id}/verl/__init__.py"
+        assert f"preflight: code_id = {code_id}" in driver_log(sid)
+        seen[code_id] = pre["code_digest"]
+    assert seen["verl-0.9.1"] != seen["verl-variant"]
+
+
+def test_preflight_rejects_a_misspelled_override_and_a_missing_code_id():
+    before = set(os.listdir(RECORDS))
+    typo = playbook("submit.yml", "-e", "spec=sft", "-e", '{"overrides": ["trainer.save_frq=3"]}')
+    assert typo.rc != 0 and "verl rejected the job's config" in typo.out and "save_frq" in typo.out
+    missing = playbook("submit.yml", "-e", "spec=sft", "-e", "code_id=verl-does-not-exist")
+    assert missing.rc != 0 and "jobspec field 'code_id': no code snapshot" in missing.out
+    assert set(os.listdir(RECORDS)) == before
+
+
+@pytest.mark.parametrize("spec,estimator", [("ppo", "gae"), ("grpo", "grpo")])
+def test_ppo_and_grpo_compose_against_real_verl(spec, estimator):
+    run = playbook("submit.yml", "-e", f"spec={spec}", "--check")
+    assert run.rc == 0, run
+    assert f"algorithm.adv_estimator={estimator}" in run.out and "actor_rollout_ref.rollout.name=vllm" in run.out
+    if spec == "grpo":
+        assert "actor_rollout_ref.rollout.n=5" in run.out and "actor_rollout_ref.actor.use_kl_loss=True" in run.out
+        assert "critic.model.path" not in run.out
+    else:
+        assert "critic.model.path=/private/common/tiny/model" in run.out

@@ -1,0 +1,103 @@
+"""library/ray_cluster_info.py run as Ansible runs it; the dashboard's answers are faked."""
+
+import json
+
+import pytest
+import ray
+import ray_cluster_info
+from ansible.module_utils import ray_cluster as rc
+from ansible.module_utils.testing import patch_module_args
+
+URL = "http://10.0.0.10:8265"
+HEAD = {"node_id": "n0", "node_ip": "10.0.0.10", "node_name": "head", "is_head_node": True, "state": "ALIVE",
+        "resources_total": {"CPU": 0.0}}
+W1 = {"node_id": "n1", "node_ip": "10.0.0.11", "node_name": "w1", "is_head_node": False, "state": "ALIVE",
+      "resources_total": {"CPU": 8.0, "GPU": 4.0, "worker_node": 1.0}}
+W2_DEAD = {"node_id": "n2", "node_ip": "10.0.0.12", "node_name": "w2", "is_head_node": False, "state": "DEAD",
+           "resources_total": {"CPU": 8.0, "GPU": 4.0, "worker_node": 1.0}}
+W3 = {"node_id": "n3", "node_ip": "10.0.0.13", "node_name": "w3", "is_head_node": False, "state": "ALIVE",
+      "resources_total": {"CPU": 8.0, "GPU": 4.0, "worker_node": 1.0}}
+EXPECTED = [{"host": "w1", "ip": "10.0.0.11", "num_gpus": 4, "worker_node": 1},
+            {"host": "w2", "ip": "10.0.0.12", "num_gpus": 4, "worker_node": 1}]
+
+
+class Client:
+    def __init__(self, jobs):
+        self.jobs = jobs
+
+    def list_jobs(self):
+        return self.jobs
+
+
+@pytest.fixture
+def cluster(monkeypatch):
+    state = {"nodes": [HEAD, W1, W2_DEAD, W3], "actor_nodes": ["n3"], "calls": [],
+             "jobs": [{"submission_id": "a", "status": "RUNNING", "driver_node_id": "n1"},
+                      {"submission_id": "b", "status": "SUCCEEDED", "driver_node_id": "n3"}]}
+
+    def list_nodes(url):
+        state["calls"].append(("list_nodes", url))
+        if isinstance(state["nodes"], Exception):
+            raise state["nodes"]
+        return state["nodes"]
+
+    def job_client(url, token):
+        state["calls"].append(("job_client", url, token))
+        return Client(state["jobs"])
+
+    monkeypatch.setattr(rc, "list_nodes", list_nodes)
+    monkeypatch.setattr(rc, "job_client", job_client)
+    monkeypatch.setattr(rc, "list_alive_actor_nodes", lambda url: state["actor_nodes"])
+    for name in (*rc._STRAY_ENV, "NO_PROXY", "no_proxy", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH"):
+        monkeypatch.setenv(name, "")
+    return state
+
+
+def run(capsys, **args):
+    with patch_module_args(args), pytest.raises(SystemExit) as exc:
+        ray_cluster_info.main()
+    return exc.value.code, json.loads(capsys.readouterr().out)
+
+
+def test_nodes_jobs_and_busy_nodes(cluster, capsys):
+    code, out = run(capsys, dashboard_url=URL)
+    assert code == 0 and out["changed"] is False
+    assert [n["node_ip"] for n in out["nodes"]] == ["10.0.0.10", "10.0.0.11", "10.0.0.12", "10.0.0.13"]
+    assert out["node_lines"][0] == "head 10.0.0.10 ALIVE [CPU=0]"
+    assert [j["submission_id"] for j in out["jobs"]] == ["a", "b"]
+    # n1 runs a driver, n3 an actor; a finished job's driver node is not busy.
+    assert out["busy_node_ips"] == ["10.0.0.11", "10.0.0.13"]
+    assert out["ready"] is True and out["missing"] == []  # nothing expected
+    assert out["ray_version"] == ray.__version__
+    assert ("job_client", URL, None) in cluster["calls"]
+
+
+def test_readiness_names_the_missing_worker(cluster, capsys):
+    code, out = run(capsys, dashboard_url=URL, expected_workers=EXPECTED)
+    assert code == 0 and out["ready"] is False
+    assert out["missing"] == ["w2 (10.0.0.12): not in the cluster"]
+
+    cluster["nodes"] = [HEAD, W1, {**W2_DEAD, "state": "ALIVE"}]
+    code, out = run(capsys, dashboard_url=URL, expected_workers=EXPECTED)
+    assert out["ready"] is True and out["missing"] == []
+
+
+def test_token_is_read_and_passed_to_the_client(cluster, tmp_path, capsys):
+    token = tmp_path / "token"
+    token.write_text("s3cr3t-token\n")
+    code, _ = run(capsys, dashboard_url=URL, token_path=str(token))
+    assert code == 0 and ("job_client", URL, "s3cr3t-token") in cluster["calls"]
+
+
+def test_unreachable_cluster_fails_with_one_line_naming_the_url(cluster, capsys):
+    cluster["nodes"] = ConnectionError("Failed to connect to API server.\nTraceback (most recent call last):\n  x")
+    code, out = run(capsys, dashboard_url=URL, expected_workers=EXPECTED)
+    assert code == 1 and out["failed"] is True
+    assert out["msg"] == f"cannot read the Ray cluster at {URL}: Failed to connect to API server."
+    assert out["ready"] is False and out["missing"] == ["cluster unreachable"] and out["nodes"] == []
+
+
+def test_exception_without_a_message_still_fails_cleanly(cluster, capsys):
+    cluster["nodes"] = TimeoutError()
+    code, out = run(capsys, dashboard_url=URL)
+    assert code == 1 and out["msg"].startswith(f"cannot read the Ray cluster at {URL}: ")

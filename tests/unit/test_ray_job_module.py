@@ -1,0 +1,385 @@
+"""library/ray_job.py run as Ansible runs it; only the Ray cluster (SDK, state API, dashboard) is faked."""
+
+import datetime
+import json
+import os
+import types
+
+import pytest
+import ray_job
+from ansible.module_utils import jobspec
+from ansible.module_utils import ray_cluster as rc
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.testing import patch_module_args
+from ray.job_submission import JobStatus
+
+SECRET = "wandb-0123456789abcdef"
+NOW = datetime.datetime(2025, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc)  # noqa: UP017
+SID = "smoke-20250102T030405Z-abc123"
+HEAD = {"node_id": "n-head", "node_ip": "10.0.0.10", "node_name": "head", "is_head_node": True, "state": "ALIVE",
+        "resources_total": {"CPU": 0.0}}
+WORKER = {"node_id": "n-w1", "node_ip": "10.0.0.11", "node_name": "w1", "is_head_node": False, "state": "ALIVE",
+          "resources_total": {"CPU": 8.0, "worker_node": 1.0}}
+LOG = f"""\
+smoke_probe: WANDB_API_KEY={SECRET}
+step:1 - train/loss:6.0625 - train/grad_norm:4.10 - train/lr:0.001
+step:2 - train/loss:5.5 - train/grad_norm:3.90 - train/lr:0.001
+step:3 - train/loss:5.0 - train/grad_norm:3.10 - train/lr:0.001
+done
+"""
+SMOKE = {"workload": "smoke", "timeouts": {"pending_s": 120, "max_run_s": 300},
+         "metadata": {"purpose": "cluster smoke test"}}
+RECORD_FILES = ("config/job_spec.json", "config/runtime_env.json", "config/submit_cmd.txt",
+                "config/env_var_names.json", "logs/ray_job_submit.out", "debug/ray_status_pre.txt", "status.json")
+
+
+class Clock:
+    """time.time/monotonic/sleep of the module: sleeping only moves the clock."""
+
+    def __init__(self):
+        self.now = 1_735_787_045.0
+
+    def time(self):
+        return self.now
+
+    def monotonic(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+class FakeRay:
+    """A JobSubmissionClient (and the jobs it knows) shaped like Ray's."""
+
+    def __init__(self, clock):
+        self.clock = clock
+        self.jobs, self.logs = {}, {}
+        self.submitted, self.stopped, self.clients = [], [], []
+        self.submit_error = None
+        self.stop_to = "STOPPED"  # what stop_job makes of a job; None: it keeps its state
+
+    def client(self, dashboard_url, token):
+        self.clients.append((dashboard_url, token))
+        return self
+
+    def get_job_info(self, sid):
+        if sid not in self.jobs:
+            raise RuntimeError(f"Request failed with status code 404: Job {sid} does not exist.")
+        return self.jobs[sid]
+
+    def submit_job(self, **kwargs):
+        self.submitted.append(kwargs)
+        if self.submit_error:
+            raise self.submit_error
+        sid = kwargs["submission_id"]
+        self.jobs[sid] = types.SimpleNamespace(
+            submission_id=sid, job_id=None, status=JobStatus.PENDING, entrypoint=kwargs["entrypoint"],
+            message="Job has not started yet.", error_type=None, driver_node_id=None, driver_exit_code=None,
+            start_time=None, end_time=None, runtime_env=kwargs["runtime_env"], metadata=kwargs["metadata"])
+        return sid
+
+    def set(self, sid, status, **fields):
+        job = self.jobs[sid]
+        job.status = JobStatus(status)
+        for key, value in fields.items():
+            setattr(job, key, value)
+
+    def stop_job(self, sid):
+        self.stopped.append(sid)
+        if self.stop_to:
+            self.set(sid, self.stop_to, end_time=int(self.clock.now * 1000))
+        return True
+
+    def get_job_logs(self, sid):
+        return self.logs.get(sid, "")
+
+    def list_jobs(self):
+        return list(self.jobs.values())
+
+
+@pytest.fixture
+def ray(monkeypatch):
+    clock = Clock()
+    fake = FakeRay(clock)
+    monkeypatch.setattr(rc, "job_client", fake.client)
+    monkeypatch.setattr(rc, "list_nodes", lambda url: [HEAD, WORKER])
+    monkeypatch.setattr(rc, "cluster_status_text", lambda url, token: "======== Autoscaler status ========")
+    monkeypatch.setattr(rc, "list_actor_summaries", lambda url, limit=1000: [])
+    monkeypatch.setattr(rc, "list_alive_actor_nodes", lambda url: [])
+    monkeypatch.setattr(ray_job, "time", clock)
+    monkeypatch.setattr(ray_job.jr, "time", clock)
+
+    def no_process(self, args, **kwargs):
+        raise AssertionError(f"unexpected command {args}")
+
+    monkeypatch.setattr(AnsibleModule, "run_command", no_process)
+    # The module clears proxies and RAY_ADDRESS in its own process: give them back afterwards.
+    for name in (*rc._STRAY_ENV, "NO_PROXY", "no_proxy", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH"):
+        monkeypatch.setenv(name, "")
+    return fake
+
+
+@pytest.fixture
+def ray_config(tmp_path):
+    return {"address": "10.0.0.10:6379", "dashboard_url": "http://10.0.0.10:8265", "shared_root": str(tmp_path)}
+
+
+def make_spec(ray_config, **cli):
+    cli.setdefault("env", {"WANDB_API_KEY": SECRET})
+    return jobspec.resolve(SMOKE, name="smoke", ray_config=ray_config, cli=cli, now=NOW, token="abc123").to_dict()
+
+
+def run(capsys, **args):
+    with patch_module_args(args), pytest.raises(SystemExit) as exc:
+        ray_job.main()
+    out = json.loads(capsys.readouterr().out)
+    out.pop("invocation", None)  # the module's own arguments, echoed back
+    return exc.value.code, out
+
+
+def submit(capsys, ray_config, spec=None, **args):
+    return run(capsys, spec=spec or make_spec(ray_config), ray_config=ray_config, **args)
+
+
+def record(ray_config, sid=SID):
+    return os.path.join(ray_config["shared_root"], "jobs", sid)
+
+
+def files(directory):
+    found = {}
+    for root, _, names in os.walk(directory):
+        for name in names:
+            path = os.path.join(root, name)
+            with open(path, "rb") as handle:
+                found[os.path.relpath(path, directory)] = handle.read()
+    return found
+
+
+def status_json(ray_config):
+    with open(os.path.join(record(ray_config), "status.json"), encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def test_check_mode_renders_and_creates_nothing(ray, ray_config, capsys):
+    code, out = submit(capsys, ray_config, _ansible_check_mode=True)
+    assert code == 0 and out["changed"] is True and out["existed"] is False
+    assert out["state"] == "NEW" and out["submission_id"] == SID
+    assert out["entrypoint"].startswith("python -m smoke_probe --checkpoint-dir")
+    assert out["submit_cmd"].startswith("ray job submit --address http://10.0.0.10:8265 --submission-id " + SID)
+    assert out["runtime_env"]["env_vars"]["WANDB_API_KEY"] == "<redacted>"
+    assert SECRET not in json.dumps(out)
+    assert ray.submitted == []
+    assert os.listdir(ray_config["shared_root"]) == []
+
+
+def test_submit_writes_the_record_and_pins_the_driver_to_a_worker(ray, ray_config, capsys):
+    spec = make_spec(ray_config)
+    code, out = submit(capsys, ray_config, spec)
+    assert code == 0 and out["changed"] is True and out["existed"] is False
+    assert out["state"] == "PENDING" and out["done"] is False and out["record"] == record(ray_config)
+    rec = record(ray_config)
+    for name in RECORD_FILES:
+        assert os.path.isfile(os.path.join(rec, name)), name
+
+    [call] = ray.submitted
+    assert call["submission_id"] == SID
+    assert call["entrypoint_resources"] == {"worker_node": 1}
+    assert call["entrypoint"] == jobspec.render_entrypoint(spec, ray_config)
+    assert call["runtime_env"]["env_vars"]["WANDB_API_KEY"] == SECRET  # Ray itself gets the real value
+    assert call["metadata"] == {"purpose": "cluster smoke test"}
+    assert ray.clients == [("http://10.0.0.10:8265", None)]
+
+    status = status_json(ray_config)
+    assert status["state"] == "PENDING" and status["final"] is False and status["reason"] is None
+    assert status["submission_id"] == SID and status["timeouts"] == {"pending_s": 120, "max_run_s": 300}
+    assert status["submitted_at"] == int(ray.clock.now * 1000)
+    with open(os.path.join(rec, "config", "env_var_names.json"), encoding="utf-8") as handle:
+        assert json.load(handle) == ["PYTHONPATH", "WANDB_API_KEY"]
+    with open(os.path.join(rec, "debug", "ray_status_pre.txt"), encoding="utf-8") as handle:
+        pre = handle.read()
+    assert "Autoscaler status" in pre and "worker 10.0.0.11 ALIVE" in pre
+    with open(os.path.join(rec, "logs", "ray_job_submit.out"), encoding="utf-8") as handle:
+        assert handle.read().startswith(f"submitted {SID} to http://10.0.0.10:8265")
+
+
+def test_second_submit_of_an_id_changes_nothing(ray, ray_config, capsys):
+    submit(capsys, ray_config)
+    before = files(record(ray_config))
+    ray.set(SID, "RUNNING", start_time=int(ray.clock.now * 1000))
+
+    code, out = submit(capsys, ray_config)
+    assert code == 0 and out["changed"] is False and out["existed"] is True
+    assert out["state"] == "RUNNING"  # what Ray says now
+    assert len(ray.submitted) == 1
+    assert files(record(ray_config)) == before
+
+
+def test_an_id_only_ray_knows_is_not_submitted_again(ray, ray_config, capsys):
+    submit(capsys, ray_config)
+    ray.set(SID, "RUNNING")
+    os.rename(record(ray_config), record(ray_config) + ".moved")  # e.g. another shared root
+    code, out = submit(capsys, ray_config)
+    assert code == 0 and out["existed"] is True and len(ray.submitted) == 1
+    assert not os.path.exists(record(ray_config))
+
+
+def test_secret_is_in_no_record_file(ray, ray_config, capsys):
+    submit(capsys, ray_config)
+    ray.logs[SID] = LOG
+    ray.set(SID, "FAILED", message=f"driver exited; env WANDB_API_KEY={SECRET}", driver_exit_code=1,
+            driver_node_id="n-w1", start_time=int(ray.clock.now * 1000), end_time=int(ray.clock.now * 1000) + 5)
+    code, out = run(capsys, action="wait", submission_id=SID, ray_config=ray_config)
+    assert code == 0 and out["state"] == "FAILED"
+    written = files(record(ray_config))
+    assert {"logs/driver.log", "debug/failure.txt", "debug/ray_job_list_post.txt"} <= set(written)
+    for name, content in written.items():
+        assert SECRET.encode() not in content, name
+    assert b"<redacted>" in written["logs/driver.log"] and b"step:3" in written["logs/driver.log"]
+    assert SECRET not in json.dumps(out)
+
+
+def test_submission_failure_is_recorded_as_failed(ray, ray_config, capsys):
+    ray.submit_error = RuntimeError("Failed to submit job: connection refused\nTraceback (most recent call last):")
+    code, out = submit(capsys, ray_config)
+    assert code == 1 and out["failed"] is True
+    assert out["msg"] == f"{SID}: submission failed: Failed to submit job: connection refused"
+    status = status_json(ray_config)
+    assert status["state"] == "FAILED" and status["reason"] == "SUBMISSION_FAILED" and status["final"] is True
+    with open(os.path.join(record(ray_config), "logs", "ray_job_submit.out"), encoding="utf-8") as handle:
+        assert "connection refused" in handle.read()
+    # The id is taken now: a re-run reports the failure and submits nothing.
+    code, out = submit(capsys, ray_config)
+    assert code == 0 and out["existed"] is True and out["state"] == "FAILED" and len(ray.submitted) == 1
+
+
+def test_wait_finalizes_a_succeeded_job(ray, ray_config, capsys):
+    submit(capsys, ray_config)
+    submitted_at = status_json(ray_config)["submitted_at"]
+    ray.logs[SID] = LOG
+    ray.set(SID, "SUCCEEDED", message="Job finished successfully.", driver_exit_code=0, driver_node_id="n-w1",
+            start_time=submitted_at + 2_000, end_time=submitted_at + 12_000)
+
+    code, out = run(capsys, action="wait", submission_id=SID, ray_config=ray_config)
+    assert code == 0 and out["changed"] is True and out["done"] is True and out["state"] == "SUCCEEDED"
+    status = status_json(ray_config)
+    assert status == out["status"]
+    assert status["final"] is True and status["state"] == "SUCCEEDED" and status["ray_status"] == "SUCCEEDED"
+    assert status["driver_on_worker"] is True and status["driver_node_ip"] == "10.0.0.11"
+    assert (status["steps"], status["first_loss"], status["last_loss"]) == (3, 6.0625, 5.0)
+    assert status["last_step"].startswith("step:3 - train/loss:5.0")
+    assert status["phases"]["pending_s"] == 2.0 and status["phases"]["running_s"] == 10.0
+    written = files(record(ray_config))
+    assert "debug/ray_status_post.txt" in written and SID.encode() in written["debug/ray_job_list_post.txt"]
+    assert "debug/failure.txt" not in written
+
+    # The record is final: another wait only reports it.
+    code, again = run(capsys, action="wait", submission_id=SID, ray_config=ray_config)
+    assert code == 0 and again["changed"] is False and again["state"] == "SUCCEEDED"
+    assert files(record(ray_config)) == written
+
+
+def test_driver_on_the_head_is_recorded(ray, ray_config, capsys):
+    submit(capsys, ray_config)
+    ray.set(SID, "SUCCEEDED", driver_node_id="n-head", start_time=1, end_time=2)
+    run(capsys, action="wait", submission_id=SID, ray_config=ray_config)
+    status = status_json(ray_config)
+    assert status["driver_on_worker"] is False and status["steps"] is None and status["last_loss"] is None
+
+
+def test_wait_returns_progress_while_the_job_runs(ray, ray_config, capsys):
+    submit(capsys, ray_config)
+    ray.set(SID, "RUNNING", driver_node_id="n-w1", start_time=int(ray.clock.now * 1000))
+    ray.logs[SID] = LOG
+    code, out = run(capsys, action="wait", submission_id=SID, ray_config=ray_config, poll_s=5)
+    assert code == 0 and out["changed"] is False and out["done"] is False and out["state"] == "RUNNING"
+    assert out["progress"].startswith(f"{SID}: RUNNING for 5s; step:3")
+    assert status_json(ray_config)["state"] == "RUNNING" and ray.stopped == []
+
+
+def test_wait_stops_a_job_pending_too_long(ray, ray_config, capsys):
+    submit(capsys, ray_config, make_spec(ray_config, timeouts={"pending_s": 3}))
+    ray.stop_to = None  # Ray may not stop a job whose driver was never placed (ray#31008)
+    code, out = run(capsys, action="wait", submission_id=SID, ray_config=ray_config, poll_s=60)
+    assert code == 0 and out["changed"] is True and out["done"] is True
+    assert ray.stopped == [SID]
+    status = status_json(ray_config)
+    assert status["state"] == "FAILED" and status["reason"] == "PENDING_TIMEOUT"
+    assert status["ray_status"] == "PENDING" and status["final"] is True
+    assert out["progress"] == f"{SID}: FAILED (PENDING_TIMEOUT)"
+    with open(os.path.join(record(ray_config), "debug", "failure.txt"), encoding="utf-8") as handle:
+        assert "reason: PENDING_TIMEOUT" in handle.read()
+
+
+def test_wait_within_pending_s_does_not_stop(ray, ray_config, capsys):
+    submit(capsys, ray_config)  # pending_s 120
+    code, out = run(capsys, action="wait", submission_id=SID, ray_config=ray_config, poll_s=60)
+    assert code == 0 and out["changed"] is False and out["state"] == "PENDING" and ray.stopped == []
+
+
+def test_stop_a_running_job(ray, ray_config, capsys):
+    submit(capsys, ray_config)
+    ray.set(SID, "RUNNING", driver_node_id="n-w1", start_time=int(ray.clock.now * 1000))
+    code, out = run(capsys, action="stop", submission_id=SID, ray_config=ray_config)
+    assert code == 0 and out["changed"] is True and out["state"] == "STOPPED"
+    assert ray.stopped == [SID]
+    status = status_json(ray_config)
+    assert status["reason"] == "STOPPED_BY_USER" and status["final"] is True and status["state"] == "STOPPED"
+
+    code, out = run(capsys, action="stop", submission_id=SID, ray_config=ray_config)
+    assert out["changed"] is False and ray.stopped == [SID]
+
+
+def test_stop_in_check_mode_only_reports(ray, ray_config, capsys):
+    submit(capsys, ray_config)
+    ray.set(SID, "RUNNING")
+    before = files(record(ray_config))
+    code, out = run(capsys, action="stop", submission_id=SID, ray_config=ray_config, _ansible_check_mode=True)
+    assert code == 0 and out["changed"] is True and ray.stopped == []
+    assert files(record(ray_config)) == before
+
+
+def test_wait_stops_a_job_past_max_run_s(ray, ray_config, capsys):
+    submit(capsys, ray_config)  # max_run_s 300
+    ray.set(SID, "RUNNING", driver_node_id="n-w1", start_time=int(ray.clock.now * 1000) - 301_000)
+    code, out = run(capsys, action="wait", submission_id=SID, ray_config=ray_config)
+    assert code == 0 and out["done"] is True and ray.stopped == [SID]
+    status = status_json(ray_config)
+    assert (status["state"], status["ray_status"], status["reason"]) == ("FAILED", "STOPPED", "DEADLINE_EXCEEDED")
+
+
+def test_logs_returns_the_redacted_tail(ray, ray_config, capsys):
+    submit(capsys, ray_config)
+    ray.set(SID, "RUNNING")
+    ray.logs[SID] = LOG
+    code, out = run(capsys, action="logs", submission_id=SID, ray_config=ray_config, tail_lines=2)
+    assert code == 0 and out["changed"] is False
+    assert out["log_tail"] == "step:3 - train/loss:5.0 - train/grad_norm:3.10 - train/lr:0.001\ndone"
+    code, out = run(capsys, action="logs", submission_id=SID, ray_config=ray_config, tail_lines=5)
+    assert SECRET not in out["log_tail"] and "WANDB_API_KEY=<redacted>" in out["log_tail"]
+
+
+def test_stop_that_ray_has_not_carried_out_is_not_final(ray, ray_config, capsys):
+    submit(capsys, ray_config)
+    ray.set(SID, "RUNNING", start_time=int(ray.clock.now * 1000))
+    ray.stop_to = None
+    run(capsys, action="stop", submission_id=SID, ray_config=ray_config)
+    status = status_json(ray_config)
+    assert not (status["final"] and status["state"] == "RUNNING")
+
+
+def test_status_of_an_unknown_id_fails(ray, ray_config, capsys):
+    code, out = run(capsys, action="status", submission_id="nope", ray_config=ray_config)
+    assert code == 1 and out["failed"] is True
+    assert "no job record" in out["msg"] and "nope" in out["msg"]
+
+
+def test_bad_ray_config_fails_with_the_field(ray, ray_config, capsys):
+    code, out = run(capsys, action="status", submission_id=SID, ray_config={**ray_config, "address": "nohost"})
+    assert code == 1 and "ray_config.address" in out["msg"]
+
+
+def test_secret_is_not_echoed_in_the_invocation(ray, ray_config, capsys):
+    with patch_module_args(dict(spec=make_spec(ray_config), ray_config=ray_config)), pytest.raises(SystemExit):
+        ray_job.main()
+    assert SECRET not in capsys.readouterr().out

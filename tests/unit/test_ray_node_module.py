@@ -1,0 +1,224 @@
+"""library/ray_node.py run as Ansible runs it; processes (/proc, signals, `ray`) are faked."""
+
+import json
+import os
+
+import pytest
+import ray_node
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.testing import patch_module_args
+
+PYTHON = "/opt/ray/bin/python"
+RAY = "/opt/ray/bin/ray"
+VERSION_PROBE = [PYTHON, "-c", "import ray; print(ray.__version__)"]
+
+
+class Host:
+    """The processes of one host, as ray_node sees them through ray_node_ctl and run_command."""
+
+    def __init__(self):
+        self.raylets, self.drivers, self.killed = [], [], []
+        self.commands, self.environs = [], []
+        self.version = (0, "2.60.0\n", "")
+        self.start = (0, "Ray runtime started.", "")
+
+    def run_command(self, args, environ_update=None, **kwargs):
+        self.commands.append(list(args))
+        self.environs.append(environ_update)
+        if list(args) == VERSION_PROBE:
+            return self.version
+        if args[1] == "stop":
+            self.raylets = []
+            return 0, "Stopped all 7 Ray processes.", ""
+        if args[1] == "start":
+            if self.start[0] == 0:
+                self.raylets = [4242]
+            return self.start
+        raise AssertionError(f"unexpected command {args}")
+
+    def kill_pids(self, pids):
+        self.killed += pids
+        self.drivers = [p for p in self.drivers if p not in pids]
+        return list(pids)
+
+
+@pytest.fixture
+def host(monkeypatch):
+    fake = Host()
+    monkeypatch.setattr(AnsibleModule, "run_command", lambda module, args, **kw: fake.run_command(args, **kw))
+    monkeypatch.setattr(ray_node.ctl, "find_raylets", lambda: list(fake.raylets))
+    monkeypatch.setattr(ray_node.ctl, "find_job_drivers", lambda: list(fake.drivers))
+    monkeypatch.setattr(ray_node.ctl, "kill_pids", fake.kill_pids)
+    return fake
+
+
+@pytest.fixture
+def head(tmp_path):
+    return {"role": "head", "python": PYTHON, "node_ip": "10.0.0.10", "state_file": str(tmp_path / "run" / "node.json"),
+            "env": {"RAY_AUTH_MODE": "token"}}
+
+
+def run(capsys, args):
+    with patch_module_args(args), pytest.raises(SystemExit) as exc:
+        ray_node.main()
+    out = json.loads(capsys.readouterr().out)
+    return exc.value.code, out
+
+
+def started(host, capsys, args):
+    """Start Ray once so that the state file describes `args`; forget the commands it ran."""
+    code, out = run(capsys, args)
+    assert code == 0 and out["action"] == "start"
+    host.commands.clear()
+    return out
+
+
+def read_state(args):
+    with open(args["state_file"], encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def test_start_runs_ray_start_and_records_the_state(host, head, capsys):
+    code, out = run(capsys, head)
+    assert code == 0 and out["changed"] is True and out["action"] == "start"
+    assert out["reason"] == "Ray is not running" and out["ray_version"] == "2.60.0"
+    assert host.commands[0] == VERSION_PROBE
+    [argv] = host.commands[1:]
+    assert argv[:2] == [RAY, "start"]
+    for arg in ("--head", "--num-cpus=0", "--num-gpus=0", "--node-ip-address=10.0.0.10", "--port=6379"):
+        assert arg in argv
+    env = host.environs[1]
+    assert env["RAY_AUTH_MODE"] == "token" and env["PATH"].startswith("/opt/ray/bin" + os.pathsep)
+    state = read_state(head)
+    assert state["argv"] == argv and state["env"] == {"RAY_AUTH_MODE": "token"} and state["ray_version"] == "2.60.0"
+    assert state["fingerprint"] == ray_node.ctl.fingerprint(argv, state["env"], "2.60.0")
+
+
+def test_healthy_node_is_left_alone(host, head, capsys):
+    started(host, capsys, head)
+    before = read_state(head)
+    code, out = run(capsys, head)
+    assert code == 0 and out["changed"] is False and out["action"] == "none" and out["changes"] == []
+    assert host.commands == [VERSION_PROBE]
+    assert read_state(head) == before
+
+
+def test_node_whose_ray_died_is_started_again(host, head, capsys):
+    started(host, capsys, head)
+    host.raylets = []
+    code, out = run(capsys, head)
+    assert code == 0 and out["changed"] is True and out["reason"] == "Ray died; rejoining"
+    assert [c[1] for c in host.commands] == ["-c", "start"]
+
+
+def test_drifted_busy_node_is_not_restarted_without_force(host, head, capsys):
+    started(host, capsys, head)
+    code, out = run(capsys, {**head, "env": {"RAY_AUTH_MODE": "token", "RAY_X": "1"}, "busy": True})
+    assert code == 1 and out["failed"] is True and out["action"] == "refuse_busy"
+    assert "force=true" in out["msg"] and "env RAY_X" in out["msg"]
+    assert out["changes"] == ["env RAY_X"]
+    assert host.commands == [VERSION_PROBE]
+
+
+def test_drifted_busy_node_restarts_with_force(host, head, capsys):
+    started(host, capsys, head)
+    host.drivers = [555]
+    changed = {**head, "dashboard_port": 8266, "busy": True, "force": True}
+    code, out = run(capsys, changed)
+    assert code == 0 and out["changed"] is True and out["action"] == "restart"
+    assert out["reason"] == "configuration changed"
+    assert "+--dashboard-port=8266" in out["changes"] and "---dashboard-port=8265" in out["changes"]
+    assert [c[1:3] for c in host.commands[1:]] == [["stop", "--force"], ["start", "--node-ip-address=10.0.0.10"]]
+    assert host.killed == [555]  # a driver `ray stop` left behind
+    assert "--dashboard-port=8266" in read_state(head)["argv"]
+
+
+def test_restart_requested_on_a_healthy_node(host, head, capsys):
+    started(host, capsys, head)
+    code, out = run(capsys, {**head, "restart": True})
+    assert code == 0 and out["action"] == "restart" and out["reason"] == "restart requested"
+    assert [c[1] for c in host.commands] == ["-c", "stop", "start"]
+
+
+def test_legacy_ray_is_not_replaced_without_cleanup(host, head, capsys):
+    host.raylets = [99]
+    code, out = run(capsys, head)
+    assert code == 1 and out["action"] == "refuse_legacy"
+    assert "not started by this project" in out["msg"] and "ray_cleanup_legacy=true" in out["msg"]
+    assert host.commands == [VERSION_PROBE]
+    assert not os.path.exists(head["state_file"])
+
+
+def test_legacy_ray_is_replaced_with_cleanup_and_its_sessions_removed(host, head, tmp_path, capsys):
+    temp_dir = tmp_path / "ray"
+    (temp_dir / "session_2024-01-01_00-00-00_1").mkdir(parents=True)
+    (temp_dir / "keep").mkdir()
+    host.raylets = [99]
+    code, out = run(capsys, {**head, "cleanup_legacy": True, "temp_dir": str(temp_dir)})
+    assert code == 0 and out["action"] == "restart"
+    assert [c[1] for c in host.commands] == ["-c", "stop", "start"]
+    assert os.listdir(temp_dir) == ["keep"]
+    assert read_state(head)["argv"][-1] == f"--temp-dir={temp_dir}"
+
+
+def test_check_mode_only_probes_the_version(host, head, capsys):
+    code, out = run(capsys, {**head, "_ansible_check_mode": True})
+    assert code == 0 and out["changed"] is True and out["action"] == "start"
+    assert host.commands == [VERSION_PROBE]
+    assert not os.path.exists(head["state_file"])
+
+    started(host, capsys, head)
+    before = read_state(head)
+    host.drivers = [555]
+    code, out = run(capsys, {**head, "dashboard_port": 8266, "busy": True, "force": True,
+                             "_ansible_check_mode": True})
+    assert code == 0 and out["changed"] is True and out["action"] == "restart"
+    assert host.commands == [VERSION_PROBE] and host.killed == [] and host.raylets == [4242]
+    assert read_state(head) == before
+
+
+def test_check_mode_stop_changes_nothing(host, head, capsys):
+    started(host, capsys, head)
+    host.drivers = [555]
+    code, out = run(capsys, {**head, "state": "stopped", "_ansible_check_mode": True})
+    assert code == 0 and out["changed"] is True and out["action"] == "stop"
+    assert host.commands == [] and host.killed == []
+    assert os.path.exists(head["state_file"])
+
+
+def test_stop_runs_ray_stop_and_kills_orphaned_drivers(host, head, capsys):
+    started(host, capsys, head)
+    host.drivers = [555, 556]
+    code, out = run(capsys, {"state": "stopped", "python": PYTHON, "state_file": head["state_file"]})
+    assert code == 0 and out["changed"] is True and out["action"] == "stop"
+    assert host.commands == [[RAY, "stop", "--force"]]
+    assert host.killed == [555, 556] and out["killed_driver_pids"] == [555, 556]
+    assert out["reason"] == "stopping 1 raylet(s), 2 driver(s)"
+    assert not os.path.exists(head["state_file"])
+
+
+def test_stop_when_nothing_runs(host, head, capsys):
+    code, out = run(capsys, {"state": "stopped", "python": PYTHON, "state_file": head["state_file"]})
+    assert code == 0 and out["changed"] is False and out["action"] == "none"
+    assert host.commands == []
+
+
+def test_failed_start_keeps_no_state(host, head, capsys):
+    host.start = (1, "".join(f"line {i}\n" for i in range(30)), "ValueError: port 6379 in use\n")
+    code, out = run(capsys, head)
+    # The last 15 lines of the output: enough to see why, not a page of it.
+    tail = [f"line {i}" for i in range(16, 30)] + ["ValueError: port 6379 in use"]
+    assert code == 1 and out["msg"] == "ray start failed (rc=1): " + "\n".join(tail)
+    assert not os.path.exists(head["state_file"])
+
+
+def test_python_without_ray_fails_before_anything_runs(host, head, capsys):
+    host.version = (1, "", "Traceback (most recent call last):\nModuleNotFoundError: No module named 'ray'\n")
+    code, out = run(capsys, head)
+    assert code == 1 and "cannot import ray" in out["msg"] and "No module named 'ray'" in out["msg"]
+    assert host.commands == [VERSION_PROBE]
+
+
+def test_worker_without_head_ip_fails(host, head, capsys):
+    code, out = run(capsys, {**head, "role": "worker"})
+    assert code == 1 and out["msg"] == "a worker needs head_ip"
