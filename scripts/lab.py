@@ -266,19 +266,28 @@ def render_sshd_config(host: Host, host_dir: Path, authorized_keys: Path) -> str
     ])
 
 
-def namespace_script(host: Host, config: Path, sshd_log: Path) -> str:
+PRIVATE_MOUNTS = (("/tmp", "mode=1777"), ("/run", "mode=0755"), ("/dev/shm", "mode=1777"))
+
+
+def namespace_script(host: Host, config: Path, sshd_log: Path, repo_root: Path = REPO_ROOT) -> str:
     """Shell run as PID 1 of the host's namespaces before it becomes sshd."""
     q = shlex.quote
-    return "; ".join([
-        "set -e",
-        f"hostname {q(host.name)}",
-        # Per-host /tmp, /run, /dev/shm: Ray keeps per-node sockets/state there.
-        "mount -t tmpfs -o mode=1777,nosuid,nodev lab-tmp /tmp",
-        "mount -t tmpfs -o mode=0755,nosuid,nodev lab-run /run",
-        "mount -t tmpfs -o mode=1777,nosuid,nodev lab-shm /dev/shm",
+    repo = str(repo_root)
+    hidden = any(repo.startswith(mp + "/") for mp, _ in PRIVATE_MOUNTS)
+    steps = ["set -e", f"hostname {q(host.name)}"]
+    if hidden:
+        # The repository (keys, sshd config, venvs) lies under a folder that gets a fresh
+        # tmpfs below: hold it open and bind it back at the same path afterwards.
+        steps.append(f"exec 3<{q(repo)}")
+    # Per-host /tmp, /run, /dev/shm: Ray keeps per-node sockets/state there.
+    steps += [f"mount -t tmpfs -o {opts},nosuid,nodev lab-{mp.rsplit('/', 1)[1]} {mp}" for mp, opts in PRIVATE_MOUNTS]
+    if hidden:
+        steps += [f"mkdir -p {q(repo)}", f"mount --no-canonicalize --bind /proc/self/fd/3 {q(repo)}", "exec 3<&-"]
+    steps += [
         "mkdir -p -m 0755 /run/sshd",  # sshd's privilege-separation chroot
         f"exec {SSHD} -D -f {q(str(config))} -E {q(str(sshd_log))}",
-    ])
+    ]
+    return "; ".join(steps)
 
 
 def host_argv(host: Host, script: str) -> list[str]:

@@ -413,3 +413,12 @@ def test_down_with_nothing_present_is_a_quiet_success(monkeypatch, tmp_path, cap
     monkeypatch.setattr(lab, "run", no_run)
     assert lab.main(["down"]) == 0
     assert "already down" in capsys.readouterr().out
+
+
+def test_repo_under_a_private_mount_is_bound_back(tmp_path):
+    host = lab.Host(name="lab-head", ip="198.18.0.10", netns="rvlab-lab-head", veth="rvl0", role="head")
+    inside = lab.namespace_script(host, tmp_path / "c", tmp_path / "l", repo_root=lab.Path("/tmp/ci/repo"))
+    assert "exec 3</tmp/ci/repo" in inside and "mount --no-canonicalize --bind /proc/self/fd/3 /tmp/ci/repo" in inside
+    assert inside.index("lab-tmp /tmp") < inside.index("--bind /proc/self/fd/3")
+    outside = lab.namespace_script(host, tmp_path / "c", tmp_path / "l", repo_root=lab.Path("/work/repo"))
+    assert "fd/3" not in outside and "lab-tmp /tmp" in outside
