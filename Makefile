@@ -9,8 +9,8 @@ WORKERS ?= 2
 
 # System packages the lab and the playbooks need (Debian/Ubuntu, as root).
 system-deps:
-	@command -v sshd >/dev/null && command -v ip >/dev/null && command -v findmnt >/dev/null || \
-	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server openssh-client iproute2 util-linux)
+	@command -v sshd >/dev/null && command -v ip >/dev/null && command -v findmnt >/dev/null && command -v crontab >/dev/null || \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server openssh-client iproute2 util-linux cron)
 
 $(BIN)/ansible-playbook: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -54,11 +54,13 @@ lab-down:
 	$(PYTHON) scripts/lab.py down
 
 # The main job on the embedded default: the lab, the cluster, a job, and where its record is.
-DEMO_ID ?= demo-smoke-$(shell date -u +%Y%m%dT%H%M%SZ)
+# DEMO_SPEC=smoke is the quick option (seconds instead of a minute).
+DEMO_SPEC ?= sft
+DEMO_ID ?= demo-$(DEMO_SPEC)-$(shell date -u +%Y%m%dT%H%M%SZ)
 demo: lab-up
 	$(BIN)/ansible-playbook up.yml
 	$(BIN)/ansible-playbook status.yml
-	$(BIN)/ansible-playbook submit.yml -e spec=smoke -e submission_id=$(DEMO_ID) -e wait=true
+	$(BIN)/ansible-playbook submit.yml -e spec=$(DEMO_SPEC) -e submission_id=$(DEMO_ID) -e wait=true
 	@echo "The job's record (/private/jobs/$(DEMO_ID) on every node, .lab/private/jobs/$(DEMO_ID) here):"
 	@find .lab/private/jobs/$(DEMO_ID) -type f | sort
 	@cat .lab/private/jobs/$(DEMO_ID)/status.json

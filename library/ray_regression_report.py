@@ -1,0 +1,126 @@
+#!/usr/bin/python
+"""Ansible module: write a regression run's report from its jobs' records."""
+
+DOCUMENTATION = r"""
+---
+module: ray_regression_report
+short_description: Write report.json, junit.xml and summary.md of a regression run
+description:
+  - Reads each suite entry's job record (C(<shared_root>/jobs/<run_id>-<entry>/status.json) and its driver log),
+    compares the run with the suite's earlier runs, and writes C(<shared_root>/regression/<run_id>/).
+  - An entry that could not be submitted (a bad spec, say) is reported as failed with the error it got.
+options:
+  run_id:
+    description: The regression run's id.
+    type: str
+    required: true
+  suite:
+    description: The suite's name.
+    type: str
+    required: true
+  started_at:
+    description: When the run started (epoch milliseconds).
+    type: int
+    required: true
+  shared_root:
+    description: The shared root holding jobs/ and regression/.
+    type: path
+    required: true
+  entries:
+    description: The suite's entries, each with C(name) and C(spec).
+    type: list
+    elements: dict
+    required: true
+  errors:
+    description: Entries that could not be submitted, name -> error message.
+    type: dict
+    default: {}
+attributes:
+  check_mode:
+    support: full
+    details: In check mode the report is built but not written.
+author: ray-verl maintainers
+"""
+
+EXAMPLES = r"""
+- name: Regression | Write the report
+  ray_regression_report:
+    run_id: lab-20261122T023000Z
+    suite: lab
+    started_at: 1795323728000
+    shared_root: /private
+    entries: [{name: smoke, spec: smoke}, {name: sft, spec: sft}]
+"""
+
+RETURN = r"""
+ok:
+  description: Every entry passed and nothing regressed.
+  returned: always
+  type: bool
+summary:
+  description: summary.md's text.
+  returned: always
+  type: str
+report_dir:
+  description: Where the report is.
+  returned: always
+  type: str
+failed_entries:
+  description: Names of the entries that did not succeed.
+  returned: always
+  type: list
+  elements: str
+regressed_entries:
+  description: Names of the entries that regressed against the previous run.
+  returned: always
+  type: list
+  elements: str
+"""
+
+import os
+
+from ansible.module_utils import job_record as jr
+from ansible.module_utils import regression_report as rr
+from ansible.module_utils.basic import AnsibleModule
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            run_id=dict(type="str", required=True),
+            suite=dict(type="str", required=True),
+            started_at=dict(type="int", required=True),
+            shared_root=dict(type="path", required=True),
+            entries=dict(type="list", elements="dict", required=True),
+            errors=dict(type="dict", default={}),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    results = []
+    for entry in p["entries"]:
+        sid = f"{p['run_id']}-{entry['name']}"
+        record = os.path.join(p["shared_root"], "jobs", sid)
+        status = jr.read_json(os.path.join(record, "status.json"))
+        if status is None and entry["name"] in p["errors"]:
+            status = {"state": "FAILED", "reason": "NOT_SUBMITTED", "message": str(p["errors"][entry["name"]])}
+        try:
+            with open(os.path.join(record, "logs", "driver.log"), encoding="utf-8", errors="replace") as handle:
+                log = handle.read()
+        except OSError:
+            log = ""
+        results.append(rr.entry_result(entry["name"], entry["spec"], sid, status, log, record))
+    regression_root = os.path.join(p["shared_root"], "regression")
+    previous = rr.load_previous(regression_root, p["suite"], p["run_id"])
+    report = rr.build_report(p["run_id"], p["suite"], p["started_at"], jr.now_ms(), results, previous)
+    run_dir = os.path.join(regression_root, p["run_id"])
+    if not module.check_mode:
+        rr.write_report(run_dir, report, previous)
+    module.exit_json(
+        changed=not module.check_mode, ok=report["ok"], summary=rr.summary_md(report, previous), report_dir=run_dir,
+        failed_entries=[r["name"] for r in results if not r["passed"]],
+        regressed_entries=sorted({r["entry"] for r in report["regressions"]}))
+
+
+if __name__ == "__main__":
+    main()

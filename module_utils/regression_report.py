@@ -1,0 +1,343 @@
+"""The report of one regression run: ${shared_root}/regression/<run_id>/.
+
+A regression run submits a suite of JobSpecs one after another; each job leaves its own
+record under ${shared_root}/jobs/<submission_id>/. This file turns those records into
+report.json (read back by later runs to spot regressions), junit.xml (for CI) and
+summary.md (for a person), and holds the lock that keeps two runners from overlapping.
+
+Imported by an Ansible module as ansible.module_utils.regression_report and by a CLI as
+plain `regression_report`, so only the standard library is imported at module level.
+Times (started_at, ended_at) are epoch milliseconds, like the job records.
+"""
+
+import fcntl
+import json
+import math
+import os
+import re
+import socket
+import time
+import xml.etree.ElementTree as ET
+
+try:
+    from ansible.module_utils.job_record import now_ms, read_json, write_text
+except ImportError:
+    from job_record import now_ms, read_json, write_text
+
+LOG_TAIL_LINES = 40
+MESSAGE_WIDTH = 200
+TREND_RUNS = 5
+# Characters XML 1.0 forbids even escaped (ANSI colour codes in logs are the usual ones).
+_XML_INVALID = re.compile("[^\x09\x0a\x0d\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def entry_result(entry_name, spec, submission_id, status, log_tail, record_dir):
+    """One suite entry's result from its job's status.json (None if the job left none)."""
+    get = (status or {}).get
+    phases = get("phases") or {}
+    state = get("state") or "MISSING"
+    return {
+        "name": entry_name,
+        "spec": spec,
+        "submission_id": submission_id,
+        "state": state,
+        "passed": state == "SUCCEEDED",
+        "durations": {key: phases.get(key) for key in ("pending_s", "running_s", "total_s")},
+        "steps": get("steps"),
+        "first_loss": get("first_loss"),
+        "last_loss": get("last_loss"),
+        "error_type": get("error_type"),
+        "reason": get("reason"),
+        "message": _one_line(get("message")),
+        "log_tail": "\n".join((log_tail or "").splitlines()[-LOG_TAIL_LINES:]),
+        "record": record_dir,
+    }
+
+
+def build_report(run_id, suite, started_at, ended_at, results, previous, loss_rise=0.10, duration_growth=0.50):
+    """report.json: the results, counts and what regressed against the newest earlier run."""
+    baseline = previous[0] if previous else None
+    regressions = _regressions(results, baseline, loss_rise, duration_growth)
+    passed = sum(1 for r in results if r["passed"])
+    return {
+        "run_id": run_id,
+        "suite": suite,
+        "started_at": started_at,
+        "ended_at": ended_at,
+        "wall_s": round((ended_at - started_at) / 1000, 3),
+        "counts": {
+            "total": len(results),
+            "passed": passed,
+            "failed": len(results) - passed,
+            "regressed": len({r["entry"] for r in regressions}),
+        },
+        "entries": results,
+        "regressions": regressions,
+        "compared_with": baseline["run_id"] if baseline else None,
+        "thresholds": {"loss_rise": loss_rise, "duration_growth": duration_growth},
+        "ok": passed == len(results) and not regressions,
+    }
+
+
+def _regressions(results, baseline, loss_rise, duration_growth):
+    if not baseline:
+        return []
+    before = {e["name"]: e for e in baseline.get("entries", [])}
+    found = []
+
+    def add(entry, kind, old, new, text):
+        found.append({"entry": entry["name"], "kind": kind, "previous": old, "current": new,
+                      "message": f"{text} (vs run {baseline['run_id']})"})
+
+    for entry in results:
+        old = before.get(entry["name"])
+        if old is None:  # a new entry has nothing to regress from
+            continue
+        if old.get("passed") and not entry["passed"]:
+            add(entry, "state", old["state"], entry["state"], f"was {old['state']}, now {entry['state']}")
+        # A failed job's loss and duration say nothing (it may have been killed at a deadline).
+        if not (old.get("passed") and entry["passed"]):
+            continue
+        was, now = _number(old.get("last_loss")), _number(entry["last_loss"])
+        if (was is not None and math.isfinite(was) and now is not None
+                and (not math.isfinite(now) or now > was + loss_rise * abs(was))):
+            add(entry, "loss", was, now, f"last_loss rose {_fmt_loss(was)} → {_fmt_loss(now)}")
+        was = _number((old.get("durations") or {}).get("total_s"))
+        now = _number(entry["durations"].get("total_s"))
+        if was and now is not None and now > was * (1 + duration_growth):
+            add(entry, "duration", was, now, f"total_s grew {was:.1f} → {now:.1f} (+{(now / was - 1) * 100:.0f} %)")
+    return found
+
+
+def junit_xml(report):
+    """JUnit XML: one testcase per entry; a failed or regressed entry carries a <failure>."""
+    regressed = {}
+    for reg in report["regressions"]:
+        regressed.setdefault(reg["entry"], []).append(reg["message"])
+    classname = _xml_text(f"regression.{report['suite']}")
+    suites = ET.Element("testsuites", name=f"regression {report['suite']}")
+    suite = ET.SubElement(suites, "testsuite", name=classname, errors="0", skipped="0",
+                          timestamp=_iso(report["started_at"], zone=False), time=f"{report['wall_s']:.3f}")
+    failures = 0
+    for entry in report["entries"]:
+        case = ET.SubElement(suite, "testcase", classname=classname, name=_xml_text(entry["name"]),
+                             time=f"{entry['durations'].get('total_s') or 0:.3f}")
+        notes = regressed.get(entry["name"], [])
+        if entry["passed"] and not notes:
+            continue
+        failures += 1
+        message = "; ".join(([] if entry["passed"] else [_failure_text(entry)]) + [f"regression: {n}" for n in notes])
+        failure = ET.SubElement(case, "failure", message=_xml_text(message),
+                                type="REGRESSION" if entry["passed"] else entry["state"])
+        failure.text = _xml_text(f"record: {entry['record']}\n\n{entry['log_tail']}")
+    for element in (suites, suite):
+        element.set("tests", str(len(report["entries"])))
+        element.set("failures", str(failures))
+    suites.set("time", f"{report['wall_s']:.3f}")
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+
+
+def summary_md(report, previous):
+    """summary.md: the verdict, a table of entries, and how this run compares with earlier ones."""
+    counts = report["counts"]
+    verdict = "PASS" if report["ok"] else "FAIL"
+    headline = f"{counts['passed']}/{counts['total']} passed"
+    if counts["failed"]:
+        headline += f", {counts['failed']} failed"
+    if counts["regressed"]:
+        headline += f", {counts['regressed']} regressed"
+    regressed = {r["entry"] for r in report["regressions"]}
+    lines = [
+        f"# {verdict}: {report['suite']}, {headline}",
+        "",
+        f"Run `{report['run_id']}`, started {_iso(report['started_at'])}, wall time {_duration(report['wall_s'])}.",
+        "",
+        "| entry | state | steps | loss first → last | total s | record |",
+        "|---|---|---|---|---|---|",
+    ]
+    for e in report["entries"]:
+        state = e["state"] + (" (regressed)" if e["name"] in regressed else "")
+        loss = f"{_fmt_loss(e['first_loss'])} → {_fmt_loss(e['last_loss'])}"
+        record = f"[{e['submission_id']}](../../jobs/{e['submission_id']}/)" if e["submission_id"] else "–"
+        cells = [e["name"], state, _fmt(e["steps"]), loss, _fmt_seconds(e["durations"].get("total_s")), record]
+        lines.append("| " + " | ".join(_md(c) for c in cells) + " |")
+    failed = [e for e in report["entries"] if not e["passed"]]
+    if failed:
+        lines += ["", "## Failures", ""]
+        lines += [f"- **{e['name']}**: {_md(_failure_text(e))}" for e in failed]
+    lines += ["", "## Compared with previous runs", ""]
+    if not previous:
+        lines.append("No earlier run of this suite.")
+        return "\n".join(lines) + "\n"
+    lines.append(f"Baseline: run `{previous[0]['run_id']}` ({_iso(previous[0]['started_at'])}).")
+    lines += ["", "Regressions:"] + ([f"- **{r['entry']}**: {r['message']}" for r in report["regressions"]]
+                                     or ["- none"])
+    before = {e["name"]: e for e in previous[0].get("entries", [])}
+    changes = [f"- {e['name']}: new entry ({e['state']})" if e["name"] not in before
+               else f"- {e['name']}: {before[e['name']]['state']} → {e['state']}"
+               for e in report["entries"]
+               if before.get(e["name"], {}).get("state") != e["state"]]
+    lines += ["", "State changes:"] + (changes or ["- none"])
+    lines += ["", f"Trends (oldest → this run, up to {TREND_RUNS} earlier runs):"]
+    lines += _trends(report["entries"], previous[:TREND_RUNS][::-1]) or ["- no earlier values"]
+    return "\n".join(lines) + "\n"
+
+
+def _trends(entries, older):
+    """`- smoke total_s: 6.1, 5.9, 6.4 → 6.0` per entry and metric that has earlier values."""
+    metrics = (("total_s", lambda e: (e.get("durations") or {}).get("total_s"), _fmt_seconds),
+               ("last_loss", lambda e: e.get("last_loss"), _fmt_loss))
+    out = []
+    for entry in entries:
+        past = [next((e for e in run.get("entries", []) if e["name"] == entry["name"]), None) for run in older]
+        for label, value, fmt in metrics:
+            values = [value(e) if e else None for e in past]
+            if any(v is not None for v in values):
+                out.append(f"- {entry['name']} {label}: {', '.join(fmt(v) for v in values)} → {fmt(value(entry))}")
+    return out
+
+
+def write_report(run_dir, report, previous):
+    """Write summary.md, junit.xml and report.json; report.json last, as it marks the run complete."""
+    os.makedirs(run_dir, exist_ok=True)
+    paths = {name: os.path.join(run_dir, name) for name in ("summary.md", "junit.xml", "report.json")}
+    write_text(paths["summary.md"], summary_md(report, previous))
+    write_text(paths["junit.xml"], junit_xml(report))
+    write_text(paths["report.json"], json.dumps(report, indent=2, sort_keys=True, default=str) + "\n")
+    return paths
+
+
+def load_previous(regression_root, suite, exclude_run_id, limit=5):
+    """Earlier complete reports of `suite`, newest first by their start time; broken files skipped."""
+    try:
+        names = os.listdir(regression_root)
+    except OSError:
+        return []
+    reports = []
+    for name in names:
+        report = read_json(os.path.join(regression_root, name, "report.json"))
+        if (isinstance(report, dict) and report.get("suite") == suite
+                and exclude_run_id not in (name, report.get("run_id"))
+                and isinstance(report.get("started_at"), (int, float))
+                and isinstance(report.get("entries"), list)):
+            reports.append(report)
+    reports.sort(key=lambda r: r["started_at"], reverse=True)
+    return reports[:limit]
+
+
+def retention(run_dirs, keep):
+    """Run ids to delete, oldest first: finished runs beyond the newest `keep`; unfinished never."""
+    if keep < 0:
+        raise ValueError("keep must be >= 0")
+    finished = sorted((r for r in run_dirs if r[2]), key=lambda r: r[1] or 0, reverse=True)
+    return [run_id for run_id, _, _ in reversed(finished[keep:])]
+
+
+class LockHeld(Exception):
+    """Another regression runner holds the lock."""
+
+    def __init__(self, path, holder):
+        self.path, self.holder = path, holder
+        if holder:
+            since = _iso(holder["started_at"]) if isinstance(holder.get("started_at"), (int, float)) else "?"
+            who = (f"pid {holder.get('pid')} on {holder.get('host')}, run {holder.get('run_id')}, "
+                   f"since {since}")
+        else:  # it has the lock but has not written its name yet
+            who = "a process that has not recorded itself yet"
+        super().__init__(f"regression lock {path} is held by {who}")
+
+
+class RunLock:
+    """An exclusive, non-blocking flock on `path` for one regression runner on the control host.
+
+    flock belongs to the open file description, so the kernel drops it when the holder's
+    process dies, however it dies: a crashed runner never leaves a stale lock behind. The file
+    itself stays; it only tells the next runner who holds the lock.
+    """
+
+    def __init__(self, path, run_id):
+        self.path, self.run_id = path, run_id
+        self._fd = None
+
+    def acquire(self):
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_holder(fd)
+            os.close(fd)
+            raise LockHeld(self.path, holder) from None
+        holder = {"pid": os.getpid(), "host": socket.gethostname(), "run_id": self.run_id, "started_at": now_ms()}
+        # Written in place, not by rename: a new file would be a different, unlocked inode.
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (json.dumps(holder) + "\n").encode(), 0)
+        os.fsync(fd)
+        self._fd = fd
+        return self
+
+    def release(self):
+        if self._fd is None:
+            return
+        os.ftruncate(self._fd, 0)  # no stale holder info for the next reader
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
+        os.close(self._fd)
+        self._fd = None
+
+    def __enter__(self):
+        return self.acquire()
+
+    def __exit__(self, *exc):
+        self.release()
+
+
+def _read_holder(fd):
+    try:
+        holder = json.loads(os.pread(fd, 4096, 0).decode())
+    except (OSError, ValueError):
+        return {}
+    return holder if isinstance(holder, dict) else {}
+
+
+def _failure_text(entry):
+    """`FAILED / DEADLINE_EXCEEDED / RuntimeError: message`."""
+    head = " / ".join(str(p) for p in (entry["state"], entry["reason"], entry["error_type"]) if p)
+    return f"{head}: {entry['message']}" if entry["message"] else head
+
+
+def _one_line(text, width=MESSAGE_WIDTH):
+    line = " ".join(str(text or "").split())
+    return line if len(line) <= width else line[: width - 3] + "..."
+
+
+def _number(value):
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _fmt(value):
+    return "–" if value is None else str(value)
+
+
+def _fmt_seconds(value):
+    return "–" if _number(value) is None else f"{value:.1f}"
+
+
+def _fmt_loss(value):
+    return "–" if _number(value) is None else f"{value:.4g}"
+
+
+def _duration(seconds):
+    minutes, secs = divmod(round(seconds), 60)
+    return f"{minutes}m {secs:02d}s" if minutes else f"{secs}s"
+
+
+def _iso(ms, zone=True):
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms / 1000)) + ("Z" if zone else "")
+
+
+def _md(text):
+    """Free text in Markdown: a `|` would split a table cell, a `<` could start hidden HTML."""
+    return str(text).replace("|", "\\|").replace("<", "&lt;")
+
+
+def _xml_text(text):
+    return _XML_INVALID.sub("\ufffd", str(text))

@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Measure submission on the lab: submit.yml against a plain `ray job submit --no-wait`.
+
+Prints, for each path, the seconds from start to the job being RUNNING and to the end of the
+command (for submit.yml with wait=true: the playbook's end, after the job ended and its record
+was finalised). Needs a running lab cluster (make lab-up && ansible-playbook up.yml).
+Usage: .venv/bin/python scripts/bench_submit.py [--runs N]
+"""
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "module_utils"))
+import ray_cluster
+
+DASHBOARD = "http://198.18.0.10:8265"
+TOKEN = os.path.join(ROOT, "inventory", "lab", ".secrets", "ray_token")
+BIN = os.path.join(ROOT, ".venv", "bin")
+
+
+def watch_running(client, sid, started, seen):
+    """Record when the job is first RUNNING (or ended), polling every 50 ms."""
+    while "running" not in seen:
+        try:
+            status = ray_cluster.job_summary(client.get_job_info(sid))["status"]
+        except RuntimeError:
+            status = None
+        if status in ("RUNNING", "SUCCEEDED", "FAILED", "STOPPED"):
+            seen["running"] = time.monotonic() - started
+        time.sleep(0.05)
+
+
+def timed(argv, client, sid, env=None):
+    seen = {}
+    started = time.monotonic()
+    watcher = threading.Thread(target=watch_running, args=(client, sid, started, seen), daemon=True)
+    watcher.start()
+    proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    ended = time.monotonic() - started
+    if proc.returncode != 0:
+        sys.exit(f"{argv[0]} failed: {proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+    watcher.join(timeout=120)
+    return seen.get("running"), ended
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    ray_cluster.prepare_client_env(TOKEN)
+    client = ray_cluster.job_client(DASHBOARD, ray_cluster.read_token(TOKEN))
+    python = os.path.join(ROOT, ".venv-verl", "bin", "python")
+    rows = {"submit.yml -e spec=smoke -e wait=true": [], "ray job submit --no-wait (same entrypoint)": []}
+    for _ in range(args.runs):
+        sid = f"bench-yml-{uuid.uuid4().hex[:6]}"
+        rows["submit.yml -e spec=smoke -e wait=true"].append(timed(
+            [os.path.join(BIN, "ansible-playbook"), "submit.yml", "-e", "spec=smoke", "-e", f"submission_id={sid}",
+             "-e", "wait=true"], client, sid))
+        sid = f"bench-cli-{uuid.uuid4().hex[:6]}"
+        entrypoint = f"{python} -m smoke_probe --checkpoint-dir /private/jobs/{sid}/checkpoints --submission-id {sid}"
+        env = dict(os.environ, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=TOKEN)
+        rows["ray job submit --no-wait (same entrypoint)"].append(timed(
+            [os.path.join(BIN, "ray"), "job", "submit", "--address", DASHBOARD, "--submission-id", sid,
+             "--entrypoint-resources", '{"worker_node": 1}',
+             "--runtime-env-json", '{"env_vars": {"PYTHONPATH": "/private/common/code/smoke:/private/user/code"}}',
+             "--no-wait", "--", *entrypoint.split()], client, sid, env))
+    print(f"{'path':48} {'to RUNNING (s)':>16} {'to end (s)':>12}   runs={args.runs}")
+    for name, values in rows.items():
+        running = [r for r, _ in values if r is not None]
+        print(f"{name:48} {statistics.median(running):16.2f} {statistics.median(e for _, e in values):12.2f}")
+
+
+if __name__ == "__main__":
+    main()

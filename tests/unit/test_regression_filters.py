@@ -1,0 +1,66 @@
+"""filter_plugins/regression_filters.py and the runner's retention helper."""
+
+import importlib.util
+import json
+import os
+
+import pytest
+from regression_filters import SuiteError, load_suite
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def write(tmp_path, name, text):
+    (tmp_path / f"{name}.yaml").write_text(text)
+
+
+def test_shipped_suites_load():
+    lab = load_suite("lab", os.path.join(ROOT, "suites"))
+    assert [e["name"] for e in lab] == ["smoke", "sft"]
+    gpu = load_suite("gpu", os.path.join(ROOT, "suites"))
+    assert [e["spec"] for e in gpu] == ["smoke", "sft", "grpo", "ppo"]
+    assert gpu[2]["overrides"] == {"total_training_steps": 20}
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("entries: []\n", "no entries"),
+    ("- spec: smoke\n", "exactly one key"),
+    ("entries:\n  - name: a\n", "needs name and spec"),
+    ("entries:\n  - {name: a, spec: smoke, extra: 1}\n", "needs name and spec"),
+    ("entries:\n  - {name: a, spec: smoke}\n  - {name: a, spec: sft}\n", "must be unique"),
+    ("entries:\n  - {name: a/b, spec: smoke}\n", "must be unique"),
+    ("entries:\n  - {name: a, spec: smoke, overrides: [1]}\n", "overrides must be a mapping"),
+    ("entries: [\n", "invalid YAML"),
+])
+def test_bad_suites_fail_with_one_line(tmp_path, text, needle):
+    write(tmp_path, "s", text)
+    with pytest.raises(SuiteError) as err:
+        load_suite("s", str(tmp_path))
+    assert needle in str(err.value) and "\n" not in str(err.value)
+
+
+def test_missing_suite_lists_the_others(tmp_path):
+    write(tmp_path, "nightly", "entries: [{name: a, spec: smoke}]\n")
+    with pytest.raises(SuiteError, match="suites: nightly"):
+        load_suite("weekly", str(tmp_path))
+    with pytest.raises(SuiteError, match="letters"):
+        load_suite("../x", str(tmp_path))
+
+
+def _runner():
+    spec = importlib.util.spec_from_file_location("regression_runner", os.path.join(ROOT, "scripts", "regression.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_runner_retention_keeps_newest_finished_and_never_running(tmp_path):
+    runner = _runner()
+    for i, name in enumerate(["r1", "r2", "r3"]):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "report.json").write_text(json.dumps({"started_at": 1000 + i}))
+    (tmp_path / "r0-running").mkdir()
+    assert runner.old_runs(str(tmp_path), keep=1) == ["r1", "r2"]
+    assert runner.old_runs(str(tmp_path), keep=5) == []
+    assert runner.old_runs(str(tmp_path / "missing"), keep=1) == []
+    assert runner.parse_args(["--suite", "gpu", "--keep", "3"]).keep == 3

@@ -1,0 +1,278 @@
+"""module_utils/regression_report.py: results, regressions, JUnit, summary, history, retention, lock."""
+
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+# Not `import regression_report`: library/regression_report.py (the Ansible module) has that name too.
+from ansible.module_utils import regression_report as rr
+
+MODULE_UTILS = os.path.dirname(rr.__file__)
+T0 = 1795323728000  # epoch ms, like the job records
+
+
+def status(state="SUCCEEDED", total_s=22.786, first_loss=6.0, last_loss=5.75, **extra):
+    out = {"state": state, "final": True, "reason": None, "message": "", "error_type": None, "steps": 2,
+           "first_loss": first_loss, "last_loss": last_loss,
+           "phases": {"submit_s": 0.017, "pending_s": 0.008, "running_s": 22.778, "total_s": total_s}}
+    out.update(extra)
+    return out
+
+
+def result(name, st=None, log="", sid=None):
+    sid = sid or f"{name}-0001"
+    return rr.entry_result(name, name, sid, st, log, f"/private/jobs/{sid}")
+
+
+def report(run_id, results, previous=(), started_at=T0, wall_ms=60_000):
+    return rr.build_report(run_id, "nightly", started_at, started_at + wall_ms, results, list(previous))
+
+
+# entry_result and counting
+
+def test_entry_result_takes_the_status_and_shortens_message_and_log():
+    log = "\n".join(f"line {i}" for i in range(100))
+    e = rr.entry_result("sft", "sft", "sft-57b97634", status(message="boom\n  at  x\n" + "y" * 500), log,
+                        "/private/jobs/sft-57b97634")
+    assert e["state"] == "SUCCEEDED" and e["passed"] is True
+    assert e["durations"] == {"pending_s": 0.008, "running_s": 22.778, "total_s": 22.786}
+    assert (e["steps"], e["first_loss"], e["last_loss"]) == (2, 6.0, 5.75)
+    assert "\n" not in e["message"] and e["message"].startswith("boom at x y")
+    assert len(e["message"]) <= rr.MESSAGE_WIDTH and e["message"].endswith("...")
+    assert e["log_tail"].splitlines() == [f"line {i}" for i in range(60, 100)]
+    assert e["record"] == "/private/jobs/sft-57b97634"
+
+
+def test_missing_status_and_unfinished_jobs_do_not_pass():
+    missing = result("gone", None)
+    assert missing["state"] == "MISSING" and missing["passed"] is False
+    assert missing["durations"] == {"pending_s": None, "running_s": None, "total_s": None}
+    assert result("slow", status(state="RUNNING"))["passed"] is False
+
+
+def test_counts_and_ok():
+    results = [result("a", status()), result("b", status(state="FAILED", reason="DEADLINE_EXCEEDED")),
+               result("c", None)]
+    rep = report("r1", results)
+    assert rep["counts"] == {"total": 3, "passed": 1, "failed": 2, "regressed": 0}
+    assert rep["ok"] is False and rep["wall_s"] == 60.0
+    assert report("r2", [result("a", status())])["ok"] is True
+
+
+# regressions
+
+def test_first_run_has_no_regressions():
+    rep = report("r1", [result("a", status(state="FAILED"))])
+    assert rep["regressions"] == [] and rep["compared_with"] is None
+
+
+def test_state_flip_is_a_regression_against_the_newest_previous_run():
+    old = report("r1", [result("a", status())], started_at=T0 - 10_000)
+    older = report("r0", [result("a", status(state="FAILED"))], started_at=T0 - 20_000)
+    rep = report("r2", [result("a", status(state="FAILED"))], previous=[old, older])
+    assert [(r["entry"], r["kind"]) for r in rep["regressions"]] == [("a", "state")]
+    assert "was SUCCEEDED, now FAILED" in rep["regressions"][0]["message"]
+    assert "r1" in rep["regressions"][0]["message"] and rep["compared_with"] == "r1"
+    # Failing again after a failure is a failure, not a regression.
+    assert report("r3", [result("a", status(state="FAILED"))], previous=[older])["regressions"] == []
+
+
+def test_loss_rise_beyond_threshold_is_a_regression():
+    old = report("r1", [result("a", status(last_loss=5.0)), result("b", status(last_loss=5.0))])
+    rep = report("r2", [result("a", status(last_loss=5.6)), result("b", status(last_loss=5.4))], previous=[old])
+    assert [(r["entry"], r["kind"], r["previous"], r["current"]) for r in rep["regressions"]] == [
+        ("a", "loss", 5.0, 5.6)]
+    assert rep["ok"] is False and rep["counts"]["regressed"] == 1
+    nan = report("r3", [result("a", status(last_loss=float("nan")))], previous=[old])
+    assert [r["kind"] for r in nan["regressions"]] == ["loss"]
+    stricter = rr.build_report("r4", "nightly", T0, T0, [result("b", status(last_loss=5.4))], [old], loss_rise=0.05)
+    assert [r["kind"] for r in stricter["regressions"]] == ["loss"]
+
+
+def test_duration_growth_beyond_threshold_is_a_regression():
+    old = report("r1", [result("a", status(total_s=10.0)), result("b", status(total_s=10.0))])
+    rep = report("r2", [result("a", status(total_s=15.5)), result("b", status(total_s=14.9))], previous=[old])
+    assert [(r["entry"], r["kind"]) for r in rep["regressions"]] == [("a", "duration")]
+    assert "+55 %" in rep["regressions"][0]["message"]
+
+
+def test_new_entry_is_no_regression():
+    old = report("r1", [result("a", status())])
+    rep = report("r2", [result("a", status()), result("new", status(state="FAILED", total_s=999.0))], previous=[old])
+    assert rep["regressions"] == []
+    assert rep["ok"] is False  # but its failure still fails the run
+
+
+# JUnit
+
+def test_junit_parses_one_testcase_per_entry_failures_carry_message_and_log():
+    results = [result("ok", status()),
+               result("bad", status(state="FAILED", reason="DEADLINE_EXCEEDED", error_type="RuntimeError",
+                                    message="driver died"), log="first\nTraceback: boom"),
+               result("gone", None)]
+    root = ET.fromstring(rr.junit_xml(report("r1", results)))
+    assert root.tag == "testsuites"
+    suite = root.find("testsuite")
+    assert suite.get("tests") == "3" and suite.get("failures") == "2"
+    cases = suite.findall("testcase")
+    assert [c.get("name") for c in cases] == ["ok", "bad", "gone"]
+    assert {c.get("classname") for c in cases} == {"regression.nightly"}
+    assert cases[0].get("time") == "22.786" and cases[0].find("failure") is None
+    failure = cases[1].find("failure")
+    assert failure.get("message") == "FAILED / DEADLINE_EXCEEDED / RuntimeError: driver died"
+    assert failure.get("type") == "FAILED"
+    assert "Traceback: boom" in failure.text and "/private/jobs/bad-0001" in failure.text
+    assert cases[2].find("failure").get("message") == "MISSING"
+
+
+def test_junit_escapes_special_characters_and_drops_control_characters():
+    nasty = 'a<&>"b'
+    results = [result(nasty, status(state="FAILED", message=f"x {nasty}"), log=f"\x1b[31m{nasty}\x1b[0m\n</failure>")]
+    text = rr.junit_xml(report("r1", results))
+    case = ET.fromstring(text).find("testsuite/testcase")
+    assert case.get("name") == nasty
+    assert case.find("failure").get("message") == f"FAILED: x {nasty}"
+    assert nasty in case.find("failure").text and "</failure>" in case.find("failure").text
+    assert "\x1b" not in text
+
+
+def test_junit_reports_a_regression_as_failure():
+    old = report("r1", [result("a", status(last_loss=5.0))])
+    case = ET.fromstring(rr.junit_xml(report("r2", [result("a", status(last_loss=6.0))], previous=[old])))
+    failure = case.find("testsuite/testcase/failure")
+    assert failure.get("type") == "REGRESSION"
+    assert failure.get("message").startswith("regression: last_loss rose 5 → 6")
+    assert case.get("failures") == "1"
+
+
+# summary
+
+def history(n, name="smoke"):
+    """n earlier reports, newest first, with total_s 6.0, 6.1, ... and always passing."""
+    runs = [report(f"r{i}", [result(name, status(total_s=6.0 + i / 10, last_loss=5.0 - i / 10))],
+                   started_at=T0 + i * 1000) for i in range(n)]
+    return runs[::-1]
+
+
+def test_summary_headline_table_and_records():
+    results = [result("smoke", status(), sid="smoke-aa11"), result("sft", status(state="FAILED", reason="PENDING_TIMEOUT"))]
+    md = rr.summary_md(report("run-7", results), [])
+    lines = md.splitlines()
+    assert lines[0] == "# FAIL: nightly, 1/2 passed, 1 failed"
+    assert "`run-7`" in lines[2] and "1m 00s" in lines[2]
+    assert "| smoke | SUCCEEDED | 2 | 6 → 5.75 | 22.8 | [smoke-aa11](../../jobs/smoke-aa11/) |" in lines
+    assert "- **sft**: FAILED / PENDING_TIMEOUT" in lines
+    odd = rr.summary_md(report("run-9", [result("a|b", status(state="FAILED", message="<class 'X'>"))]), [])
+    assert "| a\\|b | FAILED |" in odd and "- **a|b**: FAILED: &lt;class 'X'>" in odd
+    assert "No earlier run of this suite." in md
+    assert rr.summary_md(report("run-8", results[:1]), []).startswith("# PASS: nightly, 1/1 passed\n")
+
+
+def test_summary_compares_with_previous_runs():
+    previous = history(6)  # only the newest five show up in the trend
+    results = [result("smoke", status(total_s=6.0, last_loss=4.0)), result("extra", status())]
+    rep = report("now", results, previous=previous[:1])
+    md = rr.summary_md(rep, previous)
+    assert "- smoke total_s: 6.1, 6.2, 6.3, 6.4, 6.5 → 6.0" in md
+    assert "- smoke last_loss: 4.9, 4.8, 4.7, 4.6, 4.5 → 4" in md
+    assert "- extra: new entry (SUCCEEDED)" in md
+    assert "Baseline: run `r5`" in md
+
+
+def test_summary_names_state_changes_and_regressions():
+    previous = history(2)
+    rep = report("now", [result("smoke", status(state="FAILED", error_type="OOM"))], previous=previous)
+    md = rr.summary_md(rep, previous)
+    assert md.startswith("# FAIL: nightly, 0/1 passed, 1 failed, 1 regressed")
+    assert "- smoke: SUCCEEDED → FAILED" in md
+    assert "- **smoke**: was SUCCEEDED, now FAILED (vs run r1)" in md
+    assert "| smoke | FAILED (regressed) |" in md
+
+
+# write_report and load_previous
+
+def test_write_report_and_load_previous_round_trip(tmp_path):
+    rep = report("r1", [result("a", status())])
+    paths = rr.write_report(str(tmp_path / "r1"), rep, [])
+    assert json.loads(Path(paths["report.json"]).read_text()) == rep
+    ET.parse(paths["junit.xml"])
+    assert Path(paths["summary.md"]).read_text().startswith("# PASS")
+    assert rr.load_previous(str(tmp_path), "nightly", "r2") == [rep]
+    assert rr.load_previous(str(tmp_path), "nightly", "r1") == []
+    assert rr.load_previous(str(tmp_path), "other", "r2") == []
+
+
+def test_load_previous_newest_first_by_start_time_skipping_broken_files(tmp_path):
+    # Names sort the other way round from start times, so ordering by name would fail.
+    for name, started in (("a", T0 + 3000), ("b", T0 + 1000), ("c", T0 + 2000), ("d", T0 + 4000)):
+        rr.write_report(str(tmp_path / name), report(name, [result("x", status())], started_at=started), [])
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "report.json").write_text("{not json")
+    (tmp_path / "list").mkdir()
+    (tmp_path / "list" / "report.json").write_text("[1, 2]")
+    (tmp_path / "no-report").mkdir()
+    (tmp_path / "stray-file").write_text("x")
+    found = rr.load_previous(str(tmp_path), "nightly", exclude_run_id="d")
+    assert [r["run_id"] for r in found] == ["a", "c", "b"]
+    assert [r["run_id"] for r in rr.load_previous(str(tmp_path), "nightly", "d", limit=2)] == ["a", "c"]
+    assert rr.load_previous(str(tmp_path / "absent"), "nightly", "d") == []
+
+
+# retention
+
+def test_retention_keeps_newest_finished_and_never_deletes_unfinished():
+    runs = [("r1", 100, True), ("r2", 400, True), ("r3", 200, True), ("live", 50, False),
+            ("r4", 300, True), ("crashed", None, False)]
+    assert rr.retention(runs, keep=2) == ["r1", "r3"]
+    assert rr.retention(runs, keep=0) == ["r1", "r3", "r4", "r2"]
+    assert rr.retention(runs, keep=10) == []
+    with pytest.raises(ValueError):
+        rr.retention(runs, keep=-1)
+
+
+# RunLock
+
+def test_second_acquire_in_same_process_names_first_holder(tmp_path):
+    path = str(tmp_path / "regression.lock")
+    with rr.RunLock(path, "run-A"):
+        holder = json.loads(Path(path).read_text())
+        assert holder["run_id"] == "run-A" and holder["pid"] == os.getpid()
+        with pytest.raises(rr.LockHeld) as info:
+            rr.RunLock(path, "run-B").acquire()
+        assert "run-A" in str(info.value) and str(os.getpid()) in str(info.value)
+        assert info.value.holder["run_id"] == "run-A"
+    # Released: the next runner gets it.
+    with rr.RunLock(path, "run-B"):
+        assert json.loads(Path(path).read_text())["run_id"] == "run-B"
+
+
+CHILD = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+import regression_report as rr
+rr.RunLock(sys.argv[2], "child-run").acquire()
+print("locked", flush=True)
+time.sleep(60)
+"""
+
+
+def test_lock_held_by_child_is_reported_and_freed_when_it_dies(tmp_path):
+    path = str(tmp_path / "regression.lock")
+    child = subprocess.Popen([sys.executable, "-c", CHILD, MODULE_UTILS, path], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "locked"
+        with pytest.raises(rr.LockHeld) as info:
+            rr.RunLock(path, "parent-run").acquire()
+        assert f"pid {child.pid}" in str(info.value) and "child-run" in str(info.value)
+    finally:
+        child.kill()
+        child.wait(timeout=10)
+        child.stdout.close()
+    # The kernel dropped the dead child's lock; its holder info is still there but stale.
+    with rr.RunLock(path, "parent-run"):
+        assert json.loads(Path(path).read_text())["run_id"] == "parent-run"
