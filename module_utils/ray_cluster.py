@@ -69,6 +69,7 @@ def node_summary(node):
         "is_head_node": bool(get("is_head_node")),
         "state": get("state"),
         "resources_total": dict(get("resources_total") or {}),
+        "start_time_ms": get("start_time_ms"),
     }
 
 
@@ -114,7 +115,9 @@ def worker_readiness(nodes, expected):
     alive = [n for n in nodes if n["state"] == "ALIVE" and not n["is_head_node"]]
     missing = []
     for want in expected:
-        found = [n for n in alive if n["node_ip"] == want["ip"]]
+        # Right after a restart the old node may still be listed ALIVE: the newest one counts.
+        found = sorted((n for n in alive if n["node_ip"] == want["ip"]),
+                       key=lambda n: n.get("start_time_ms") or 0, reverse=True)
         if not found:
             missing.append("{} ({}): not in the cluster".format(want["host"], want["ip"]))
             continue

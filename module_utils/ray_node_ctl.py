@@ -10,6 +10,11 @@ import json
 import os
 import signal
 
+try:
+    from ansible.module_utils.job_record import read_json, write_json
+except ImportError:  # imported as a plain module (tests, CLIs)
+    from job_record import read_json, write_json
+
 # A Ray job's driver carries this variable; the job supervisor sets it.
 DRIVER_ENV_MARKER = b"RAY_JOB_CONFIG_JSON_ENV_VAR="
 
@@ -49,19 +54,12 @@ def fingerprint(argv, env, ray_version):
 
 
 def read_state(path):
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return json.load(handle)
-    except (OSError, ValueError):
-        return None
+    return read_json(path)
 
 
 def write_state(path, state):
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(state, handle, indent=2, sort_keys=True)
-    os.replace(tmp, path)
+    write_json(path, state)
 
 
 def _proc_entries(proc_root):

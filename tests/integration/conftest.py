@@ -65,7 +65,9 @@ def nodes():
 
 
 def alive_by_ip():
-    return {n["node_ip"]: n for n in nodes() if n["state"] == "ALIVE"}
+    """The newest ALIVE node per IP (a restarted node's old entry may linger as ALIVE for seconds)."""
+    alive = sorted((n for n in nodes() if n["state"] == "ALIVE"), key=lambda n: n.get("start_time_ms") or 0)
+    return {n["node_ip"]: n for n in alive}
 
 
 def wait_for(predicate, timeout, what):

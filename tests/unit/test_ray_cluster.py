@@ -65,3 +65,12 @@ def test_client_env_clears_stray_variables_and_sets_token(tmp_path):
     assert rc.read_token(str(token)) == "abc"
     assert rc.auth_headers("abc") == {"Authorization": "Bearer abc"}
     assert rc.auth_headers(None) == {}
+
+
+def test_the_newest_of_two_alive_entries_for_one_ip_counts():
+    old = {**node("10.0.0.11", GPU=4.0, worker_node=1.0), "node_id": "old", "start_time_ms": 1}
+    new = {**node("10.0.0.11", GPU=2.0, worker_node=1.0), "node_id": "new", "start_time_ms": 2}
+    want = [{**WORKERS[0], "num_gpus": 2}]
+    assert rc.worker_readiness([old, new], want) == (True, [])
+    assert rc.worker_readiness([new, old], want) == (True, [])
+    assert not rc.worker_readiness([new, old], WORKERS[:1])[0]
