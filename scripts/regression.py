@@ -90,6 +90,7 @@ def main(argv=None):
         os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin")
 
         private = os.path.join(args.state_dir, "runner")
+        os.makedirs(private, exist_ok=True)
         result = ansible_runner.run(private_data_dir=private, project_dir=ROOT, playbook="regression.yml",
                                     inventory=os.path.abspath(args.inventory), ident=run_id,
                                     extravars={"suite": args.suite, "run_id": run_id},
