@@ -8,7 +8,7 @@ import re
 import uuid
 
 import pytest
-from conftest import IPS, ROOT, TOKEN, WORKER1, WORKER2, playbook, ssh, wait_for
+from conftest import IPS, ROOT, TOKEN, WORKER1, WORKER2, nodes, playbook, ssh, wait_for
 
 RECORDS = os.path.join(ROOT, ".lab", "private", "jobs")
 
@@ -180,12 +180,18 @@ def test_job_waiting_for_a_missing_resource_is_stopped_after_the_pending_timeout
     assert os.path.exists(record(sid, "debug", "nodes.json"))
 
 
-def test_stop_status_and_logs_of_a_running_job():
-    sid = new_id("stop")
+def start_long_job(prefix, entrypoint):
+    """Submit a command job without waiting and return its id once Ray runs it."""
+    sid = new_id(prefix)
     run = playbook("submit.yml", "-e", "spec=smoke", "-e", f"submission_id={sid}", "-e", "workload=command",
-                   "-e", 'entrypoint="echo started-long-job; sleep 300"')
+                   "-e", f'entrypoint="{entrypoint}"')
     assert run.rc == 0, run
     wait_for(lambda: ray_jobs()[sid].status.value == "RUNNING", 60, f"{sid} RUNNING")
+    return sid
+
+
+def test_stop_status_and_logs_of_a_running_job():
+    sid = start_long_job("stop", "echo started-long-job; sleep 300")
     logs = playbook("job.yml", "-e", f"id={sid}", "-e", "do=logs")
     assert logs.rc == 0 and "started-long-job" in logs.out, logs
     stop = playbook("job.yml", "-e", f"id={sid}", "-e", "do=stop")
@@ -234,14 +240,9 @@ def test_no_secret_lands_in_the_record_or_the_output():
 
 
 def test_worker_killed_during_a_job_is_recorded_as_failed_with_a_snapshot():
-    sid = new_id("killed")
-    run = playbook("submit.yml", "-e", "spec=smoke", "-e", f"submission_id={sid}", "-e", "workload=command",
-                   "-e", 'entrypoint="sleep 600"')
-    assert run.rc == 0, run
-    wait_for(lambda: ray_jobs()[sid].status.value == "RUNNING", 60, f"{sid} RUNNING")
+    sid = start_long_job("killed", "sleep 600")
     driver_id = ray_jobs()[sid].driver_node_id
-    import ray_cluster
-    ip = next(n["node_ip"] for n in ray_cluster.list_nodes("http://198.18.0.10:8265") if n["node_id"] == driver_id)
+    ip = next(n["node_ip"] for n in nodes() if n["node_id"] == driver_id)
     host = next(h for h, i in IPS.items() if i == ip)
     ssh(host, "kill -9 $(pgrep -x raylet)")
     waited = playbook("job.yml", "-e", f"id={sid}", "-e", "do=wait")
