@@ -15,6 +15,12 @@ description:
     timeout and maximum run time (the job is stopped and recorded as FAILED), refreshing logs/driver.log,
     and finalising status.json and the debug snapshots when the job ends.
   - Runs on the head with a Python that has Ray; clears RAY_ADDRESS and proxy variables first.
+  - Its action plugin (action_plugins/ray_job.py) runs on the control host first. It takes the spec by name
+    (O(spec)), layers the site's C(jobspec_defaults), O(overrides) and, with O(extra_vars=true), this run's
+    C(-e) values, validates, and calls this module with the resolved JobSpec. With O(wait=true) (or
+    O(action=wait)) it follows the job with repeated O(action=wait) calls of O(poll_s) seconds each, printing
+    one progress line per call, until the job's record is final. It also fills O(ray_config), O(token_path)
+    and the interpreter (C(ray_python)) from the inventory when the task does not set them.
 options:
   action:
     description: What to do.
@@ -22,35 +28,49 @@ options:
     choices: [submit, wait, status, stop, logs]
     default: submit
   spec:
-    description: A resolved JobSpec (the output of the jobspec_resolve filter). Required for submit.
+    description:
+      - To the action, the name of a spec file (C(jobspecs/<spec>.yaml)); with O(extra_vars=true) it defaults to
+        C(-e spec=NAME). The module itself receives the resolved JobSpec. Required for submit.
+    type: raw
+  overrides:
+    description: (action) JobSpec field values layered over the spec file and the site defaults, e.g. a suite entry's.
     type: dict
-  ray_config:
-    description: The cluster's RayConfig (inventory C(ray_config)).
-    type: dict
-    required: true
+    default: {}
+  extra_vars:
+    description: (action) Layer this run's C(-e) field values over the spec (and take O(spec) from C(-e spec=NAME)).
+    type: bool
+    default: false
+  wait:
+    description: (action) After submitting, follow the job until its record is final.
+    type: bool
+    default: false
+  specs_dir:
+    description: (action) Where spec files are; default the project's C(jobspecs/).
+    type: path
+  python:
+    description: (action) Python with Ray on the head that runs the module; default C(ray_python).
+    type: str
   submission_id:
-    description: The job, for every action but submit.
+    description: The job, for every action but submit (where it overrides the spec's submission_id).
     type: str
   output_dir:
     description: The job's record directory; default C(<shared_root>/jobs/<submission_id>).
     type: path
-  token_path:
-    description: File with the cluster token (token authentication).
-    type: path
   poll_s:
-    description: Longest time one O(action=wait) call follows the job before returning its progress.
+    description:
+      - Longest time one O(action=wait) module call follows the job before it returns its progress line;
+        the action prints one line per call.
     type: int
     default: 20
-  tail_lines:
-    description: Lines of the driver log returned by O(action=logs).
-    type: int
-    default: 100
   preflight:
     description:
       - Before submitting a verl workload, compose its hydra config with the job's code (C(--cfg job)) on
         this host, so a misspelled override fails with verl's message before the cluster allocates anything.
     type: bool
     default: true
+extends_documentation_fragment:
+  - ray_connection
+  - ray_connection.ray_config
 attributes:
   check_mode:
     support: full
@@ -59,19 +79,23 @@ author: ray-verl maintainers
 """
 
 EXAMPLES = r"""
-- name: Submit | Submit the job
+- name: Submit | Submit the spec named by -e spec=NAME and follow it
   ray_job:
-    spec: "{{ submit_spec }}"
-    ray_config: "{{ ray_config }}"
-    token_path: /etc/ray-verl/ray_token
+    extra_vars: true
+    wait: true
   register: submitted
+
+- name: Regression | Run a suite entry
+  ray_job:
+    spec: sft
+    overrides: {total_training_steps: 2}
+    submission_id: nightly-1-sft
+    wait: true
 
 - name: Job | Stop a job
   ray_job:
     action: stop
     submission_id: sft-20261122T120000Z-a1b2c3
-    ray_config: "{{ ray_config }}"
-    token_path: /etc/ray-verl/ray_token
 """
 
 RETURN = r"""
@@ -125,10 +149,26 @@ import os
 import tempfile
 import time
 
+from ansible.module_utils import conventions
 from ansible.module_utils import job_record as jr
 from ansible.module_utils import jobspec as js
+from ansible.module_utils import jobspec_render as render
 from ansible.module_utils import ray_cluster as rc
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.ray_connection import argument_spec
+from ansible.module_utils.redaction import DEFAULT_SECRET_ENV_NAMES, is_secret_name, redact
+
+TERMINAL = rc.TERMINAL_JOB_STATES
+# Lines of the driver log that action=logs returns.
+LOG_TAIL_LINES = 100
+
+
+class Failed(Exception):
+    """Ends an action with module.fail_json(msg, **result)."""
+
+    def __init__(self, msg, **result):
+        super().__init__(msg)
+        self.result = result
 
 
 class Job:
@@ -143,14 +183,29 @@ class Job:
         self.client = rc.job_client(config.dashboard_url, self.token)
         self.secret_names = tuple(config.secret_env_names)
         self.secrets = [self.token] if self.token else []
+        self.changed = False  # whether this run wrote anything into the record
 
     def learn_secrets(self, runtime_env):
         """Remember the job's secret env values, so they are hidden inside any text (logs, commands)."""
         env_vars = (runtime_env or {}).get("env_vars") or {}
-        self.secrets += [v for k, v in env_vars.items() if js.is_secret_name(k, self.secret_names) and v]
+        self.secrets += [v for k, v in env_vars.items() if is_secret_name(k, self.secret_names) and v]
 
     def redact(self, obj):
-        return js.redact(obj, self.secret_names, extra_values=self.secrets)
+        return redact(obj, self.secret_names, extra_values=self.secrets)
+
+    def write_text(self, path, text):
+        """Write a record file when its content differs (so `changed` says whether the record changed)."""
+        try:
+            with open(path, encoding="utf-8") as handle:
+                if handle.read() == text:
+                    return
+        except (OSError, UnicodeDecodeError):
+            pass
+        jr.write_text(path, text)
+        self.changed = True
+
+    def write_json(self, path, obj):
+        self.write_text(path, jr.json_text(obj))
 
     def info(self):
         """Ray's JobInfo, or None when Ray does not know the id (404)."""
@@ -167,15 +222,19 @@ class Job:
         return jr.read_json(self.rec["status"]) or {}
 
     def save_status(self, status):
+        old = self.status()
+        if {k: v for k, v in old.items() if k != "updated_at"} == {k: v for k, v in status.items() if k != "updated_at"}:
+            return
         status["updated_at"] = jr.now_ms()
-        jr.write_json(self.rec["status"], status)
+        self.write_json(self.rec["status"], status)
 
     def refresh_log(self):
         try:
             text = self.client.get_job_logs(self.sid)
         except Exception:  # noqa: BLE001 - logs are best effort while a job starts
             return ""
-        jr.write_text(self.rec["driver_log"], self.redact(text))
+        if text or os.path.exists(self.rec["driver_log"]):
+            self.write_text(self.rec["driver_log"], self.redact(text))
         return text
 
     def snapshot(self, when):
@@ -186,7 +245,7 @@ class Job:
             text += "\n\nNodes:\n" + "\n".join(rc.describe_nodes(nodes)) + "\n"
         except Exception as exc:  # noqa: BLE001 - a snapshot must not hide the job's own state
             text, nodes = f"cluster status unavailable: {exc}\n", []
-        jr.write_text(self.rec["status_pre" if when == "pre" else "status_post"], text)
+        self.write_text(self.rec["status_pre" if when == "pre" else "status_post"], text)
         if when == "pre":
             return nodes
         try:
@@ -194,7 +253,7 @@ class Job:
             lines = [f"{j['submission_id']}\t{j['status']}\t{j['entrypoint']}" for j in jobs]
         except Exception as exc:  # noqa: BLE001
             lines = [f"job list unavailable: {exc}"]
-        jr.write_text(self.rec["job_list_post"], self.redact("\n".join(lines) + "\n"))
+        self.write_text(self.rec["job_list_post"], self.redact("\n".join(lines) + "\n"))
         return nodes
 
     def finalize(self, info, status):
@@ -213,81 +272,85 @@ class Job:
             "driver_node_ip": driver["node_ip"] if driver else None,
             "driver_on_worker": (not driver["is_head_node"]) if driver else None,
             "start_time": job["start_time"], "end_time": job["end_time"],
-            "last_step": jr.last_step_line(log),
+            "last_step": self.redact(jr.last_step_line(log)),
             "steps": losses[-1][0] if losses else None,
             "first_loss": losses[0][1] if losses else None,
             "last_loss": losses[-1][1] if losses else None,
         })
-        preflight = jr.read_json(os.path.join(self.rec["dir"], "preflight.json"))
+        preflight = jr.read_json(self.rec["preflight"])
         if preflight is not None:
             status["preflight"] = preflight
         status["phases"] = jr.phases(status.get("submitted_at"), job["start_time"], job["end_time"],
                                      status.get("phases", {}).get("submit_s"))
         if state != "SUCCEEDED":
             try:
-                jr.write_json(self.rec["nodes"], nodes)
-                jr.write_json(self.rec["actors"], rc.list_actor_summaries(self.config.dashboard_url))
+                self.write_json(self.rec["nodes"], nodes)
+                self.write_json(self.rec["actors"], rc.list_actor_summaries(self.config.dashboard_url))
             except Exception as exc:  # noqa: BLE001
-                jr.write_text(self.rec["actors"], f"unavailable: {exc}\n")
-            jr.write_text(self.rec["failure"], self.redact(
+                self.write_text(self.rec["actors"], f"unavailable: {exc}\n")
+            self.write_text(self.rec["failure"], self.redact(
                 f"state: {state} (ray: {job['status']})\nreason: {reason}\nerror_type: {job['error_type']}\n"
                 f"driver_exit_code: {job['driver_exit_code']}\nmessage: {job['message']}\n"))
         self.save_status(status)
         return status
 
-    def result(self, status, **extra):
+    def result(self, status, progress, **extra):
         state = status.get("state", "UNKNOWN")
-        return dict(submission_id=self.sid, state=state, done=bool(status.get("final")),
-                    record=self.rec["dir"], status=status, **extra)
+        return dict(changed=self.changed, submission_id=self.sid, state=state, done=bool(status.get("final")),
+                    record=self.rec["dir"], status=status, progress=self.redact(progress), **extra)
 
 
-def progress_line(job, info, log_text):
-    elapsed = ""
-    start = getattr(info, "start_time", None)
-    if start:
-        elapsed = f" for {int((jr.now_ms() - start) / 1000)}s"
+def progress_line(job, info, status, log_text):
+    """`<id>: RUNNING for 125s; step:3 - ...`: state, time in that state, verl's newest step line."""
+    summary = rc.job_summary(info)
+    since = summary["start_time"] if summary["status"] != "PENDING" else status.get("submitted_at")
+    elapsed = f" for {int((jr.now_ms() - since) / 1000)}s" if since else ""
     step = jr.last_step_line(log_text or "")
-    return f"{job.sid}: {rc.job_summary(info)['status']}{elapsed}" + (f"; {step}" if step else "")
+    return f"{job.sid}: {summary['status']}{elapsed}" + (f"; {step}" if step else "")
+
+
+def final_line(job, status):
+    return f"{job.sid}: {status['state']}" + (f" ({status['reason']})" if status.get("reason") else "")
 
 
 def submit(module, config):
     try:
         spec = js.JobSpec.from_dict(module.params["spec"])
     except js.JobSpecError as exc:
-        module.fail_json(msg=str(exc))
+        raise Failed(str(exc)) from None
     job = Job(module, config, spec.submission_id, spec.output_dir)
-    runtime_env = js.render_runtime_env(spec, config)
-    entrypoint = js.render_entrypoint(spec, config)
-    options = js.entrypoint_options(spec)
-    command = js.submit_command(spec, config, runtime_env)
+    runtime_env = render.render_runtime_env(spec, config)
+    entrypoint = render.render_entrypoint(spec, config)
+    options = render.entrypoint_options(spec)
+    command = render.submit_command(spec, config, runtime_env)
     job.learn_secrets(runtime_env)
+    # What --check shows is exactly what is submitted: this one rendering (redacted).
     shown = dict(entrypoint=job.redact(entrypoint), runtime_env=job.redact(runtime_env),
-                 submit_cmd=job.redact(command))
+                 entrypoint_options=options, submit_cmd=job.redact(command))
 
     def existing():
         info = job.info()
         status = job.status()
-        if info is not None and not status.get("final"):
-            status.setdefault("state", rc.job_summary(info)["status"])
-            status["state"] = rc.job_summary(info)["status"] if not status.get("reason") else status["state"]
-        module.exit_json(changed=False, existed=True, progress=f"{job.sid} exists already: not submitted again",
-                         **job.result(status), **shown)
+        if info is not None and not status.get("final") and not status.get("reason"):
+            status["state"] = rc.job_summary(info)["status"]
+        return dict(job.result(status, f"{job.sid} exists already: not submitted again"), existed=True, **shown)
 
     if os.path.exists(spec.output_dir) or job.info() is not None:
-        existing()
-    check_code(module, spec)
+        return existing()
+    check_code(spec)
     if module.params["preflight"]:
         compose(module, spec, config, runtime_env)
     if module.check_mode:
-        module.exit_json(changed=True, existed=False, progress=f"{job.sid} would be submitted",
-                         **job.result({"state": "NEW"}), **shown)
+        return dict(job.result({"state": "NEW"}, f"{job.sid} would be submitted"), changed=True, existed=False,
+                    **shown)
     if not jr.create_exclusive(spec.output_dir):
-        existing()  # another submission with this id won the race
+        return existing()  # another submission with this id won the race
 
-    jr.write_json(job.rec["job_spec"], job.redact(spec.to_dict()))
-    jr.write_json(job.rec["runtime_env"], shown["runtime_env"])
-    jr.write_text(job.rec["submit_cmd"], shown["submit_cmd"] + "\n")
-    jr.write_json(job.rec["env_names"], sorted(runtime_env.get("env_vars", {})))
+    job.changed = True
+    job.write_json(job.rec["job_spec"], job.redact(spec.to_dict()))
+    job.write_json(job.rec["runtime_env"], shown["runtime_env"])
+    job.write_text(job.rec["submit_cmd"], shown["submit_cmd"] + "\n")
+    job.write_json(job.rec["env_names"], sorted(runtime_env.get("env_vars", {})))
     job.snapshot("pre")
     status = {"submission_id": job.sid, "spec": spec.name, "workload": spec.workload, "state": "PENDING",
               "final": False, "reason": None, "code_path": spec.code_path, "code_id": spec.code_id,
@@ -299,26 +362,26 @@ def submit(module, config):
         returned = job.client.submit_job(entrypoint=entrypoint, submission_id=job.sid, runtime_env=runtime_env,
                                          metadata={k: str(v) for k, v in spec.metadata.items()}, **options)
     except Exception as exc:  # noqa: BLE001 - record every submission failure, then report it
-        jr.write_text(job.rec["submit_out"], job.redact(f"submission of {job.sid} failed: {exc}\n"))
+        job.write_text(job.rec["submit_out"], job.redact(f"submission of {job.sid} failed: {exc}\n"))
         status.update(state="FAILED", final=True, reason="SUBMISSION_FAILED", message=job.redact(str(exc)))
         job.save_status(status)
-        module.fail_json(msg=f"{job.sid}: submission failed: {(job.redact(str(exc)).splitlines() or [type(exc).__name__])[0]}",
-                         **job.result(status))
+        first = (job.redact(str(exc)).splitlines() or [type(exc).__name__])[0]
+        raise Failed(f"{job.sid}: submission failed: {first}", **job.result(status, final_line(job, status))) from None
     status["phases"] = {"submit_s": round(time.monotonic() - started, 3)}
-    jr.write_text(job.rec["submit_out"],
-                  f"submitted {returned} to {config.dashboard_url} in {status['phases']['submit_s']}s\n"
-                  f"entrypoint: {shown['entrypoint']}\nentrypoint options: {options}\n")
+    job.write_text(job.rec["submit_out"],
+                   f"submitted {returned} to {config.dashboard_url} in {status['phases']['submit_s']}s\n"
+                   f"entrypoint: {shown['entrypoint']}\nentrypoint options: {options}\n")
     job.save_status(status)
-    module.exit_json(changed=True, existed=False, progress=f"{job.sid} submitted", **job.result(status), **shown)
+    return dict(job.result(status, f"{job.sid} submitted"), existed=False, **shown)
 
 
-def check_code(module, spec):
+def check_code(spec):
     """A code_id must name a snapshot that exists: a typo must not fall back to other code."""
-    if spec.code_id is not None and not os.path.isfile(os.path.join(spec.code_path, "verl_code_marker.py")):
+    if spec.code_id is not None and not os.path.isfile(os.path.join(spec.code_path, conventions.MARKER_FILE)):
         root = os.path.dirname(spec.code_path)
         have = sorted(d for d in os.listdir(root) if not d.startswith(".")) if os.path.isdir(root) else []
-        module.fail_json(msg=f"jobspec field 'code_id': no code snapshot at {spec.code_path} "
-                             f"(snapshots here: {', '.join(have) or 'none'}), got {spec.code_id!r}")
+        raise Failed(f"jobspec field 'code_id': no code snapshot at {spec.code_path} "
+                     f"(snapshots here: {', '.join(have) or 'none'}), got {spec.code_id!r}")
 
 
 def compose(module, spec, config, runtime_env):
@@ -326,7 +389,7 @@ def compose(module, spec, config, runtime_env):
 
     A misspelled override fails here in seconds with verl's own message; nothing is created then.
     """
-    argv = js.compose_command(spec, config)
+    argv = render.compose_command(spec, config)
     if argv is None:
         return
     env = dict(os.environ)
@@ -337,8 +400,8 @@ def compose(module, spec, config, runtime_env):
     if rc_ != 0:
         lines = [line.strip() for line in (err or out).strip().splitlines() if line.strip()]
         hint = " | ".join(lines[-6:])
-        module.fail_json(msg=f"{spec.submission_id}: verl rejected the job's config (nothing submitted): {hint}",
-                         compose_cmd=" ".join(argv))
+        raise Failed(f"{spec.submission_id}: verl rejected the job's config (nothing submitted): {hint}",
+                     compose_cmd=" ".join(argv))
 
 
 def stop_for(job, status, reason):
@@ -351,24 +414,26 @@ def stop_for(job, status, reason):
     deadline = time.monotonic() + (10 if reason == "PENDING_TIMEOUT" else 30)
     while time.monotonic() < deadline:
         info = job.info()
-        if info is not None and rc.job_summary(info)["status"] in jr.TERMINAL:
+        if info is not None and rc.job_summary(info)["status"] in TERMINAL:
             return info
         time.sleep(1)
     return job.info()
 
 
 def follow(module, job):
-    """action=wait: follow the job for up to poll_s seconds."""
+    """action=wait: follow the job for up to poll_s seconds, enforcing its pending_s and max_run_s."""
     status = job.status()
     if status.get("final"):
-        module.exit_json(changed=False, progress=f"{job.sid}: {status['state']} (final)", **job.result(status))
+        return job.result(status, f"{final_line(job, status)} (final)")
+    if module.check_mode:
+        return job.result(status, f"{job.sid}: not followed in check mode")
     timeouts = status.get("timeouts", {})
     deadline = time.monotonic() + module.params["poll_s"]
     while True:
         info = job.info()
         if info is None:
-            module.fail_json(msg=f"{job.sid}: Ray does not know this job (was the head restarted?)",
-                             **job.result(status))
+            raise Failed(f"{job.sid}: Ray does not know this job (was the head restarted?)",
+                         **job.result(status, f"{job.sid}: unknown to Ray"))
         summary = rc.job_summary(info)
         now = jr.now_ms()
         if summary["status"] == "PENDING" and now - (status.get("submitted_at") or 0) > timeouts.get("pending_s", 600) * 1000:
@@ -376,30 +441,90 @@ def follow(module, job):
         elif (summary["status"] == "RUNNING" and timeouts.get("max_run_s") and summary["start_time"]
               and now - summary["start_time"] > timeouts["max_run_s"] * 1000):
             info = stop_for(job, status, "DEADLINE_EXCEEDED")
-        if rc.job_summary(info)["status"] in jr.TERMINAL or status.get("reason") == "PENDING_TIMEOUT":
+        if rc.job_summary(info)["status"] in TERMINAL or status.get("reason") == "PENDING_TIMEOUT":
             status = job.finalize(info, status)
-            module.exit_json(changed=True, progress=f"{job.sid}: {status['state']}"
-                             + (f" ({status['reason']})" if status.get("reason") else ""), **job.result(status))
+            return job.result(status, final_line(job, status))
         if time.monotonic() >= deadline:
             break
         time.sleep(1)
     log = job.refresh_log()
     status["state"] = summary["status"]
     job.save_status(status)
-    module.exit_json(changed=False, progress=progress_line(job, info, log), **job.result(status))
+    return job.result(status, progress_line(job, info, status, log))
+
+
+def stop(module, job):
+    status, info = job.status(), job.info()
+    running = info is not None and rc.job_summary(info)["status"] not in TERMINAL
+    if running and not module.check_mode:
+        info = stop_for(job, status, "STOPPED_BY_USER")
+        if info is not None and rc.job_summary(info)["status"] in TERMINAL:
+            status = job.finalize(info, status)
+        else:  # Ray has not stopped it yet: a later status or wait finalizes the record
+            status["state"] = rc.job_summary(info)["status"] if info is not None else status.get("state")
+            job.save_status(status)
+    # In check mode, say that a stop would change the job.
+    return dict(job.result(status, f"{job.sid}: {'stopped' if running else 'not running'}"), changed=running)
+
+
+def refresh(module, job):
+    """action=status/logs: bring the record up to date with Ray (finalising it when the job ended)."""
+    status, info = job.status(), job.info()
+    log = ""
+    if info is not None and not module.check_mode:
+        if not status.get("final"):
+            if rc.job_summary(info)["status"] in TERMINAL:
+                status = job.finalize(info, status)
+            else:
+                status["state"] = rc.job_summary(info)["status"]
+                job.save_status(status)
+        log = job.refresh_log()
+    return status, log
+
+
+def status_action(module, job):
+    status, _ = refresh(module, job)
+    return job.result(status, f"{job.sid}: {status.get('state')}")
+
+
+def logs_action(module, job):
+    status, log = refresh(module, job)
+    if not log and os.path.exists(job.rec["driver_log"]):
+        with open(job.rec["driver_log"], encoding="utf-8") as handle:
+            log = handle.read()
+    tail = "\n".join(log.splitlines()[-LOG_TAIL_LINES:])
+    return dict(job.result(status, f"{job.sid}: {status.get('state')}"), log_tail=job.redact(tail))
+
+
+ACTIONS = {"wait": follow, "stop": stop, "status": status_action, "logs": logs_action}
+
+
+def run(module):
+    """Carry out the module's action; returns its result or raises Failed."""
+    p = module.params
+    try:
+        config = js.RayConfig.from_dict(p["ray_config"])
+    except js.JobSpecError as exc:
+        raise Failed(str(exc)) from None
+    rc.prepare_client_env(p["token_path"])
+    if p["action"] == "submit":
+        return submit(module, config)
+    sid = p["submission_id"]
+    output_dir = p["output_dir"] or conventions.job_dir(config.shared_root, sid)
+    if not os.path.isdir(output_dir):
+        raise Failed(f"submission_id '{sid}': no job record at {output_dir}", submission_id=sid)
+    return ACTIONS[p["action"]](module, Job(module, config, sid, output_dir))
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
+        argument_spec=argument_spec(
+            ray_config=True,
             action=dict(type="str", choices=["submit", "wait", "status", "stop", "logs"], default="submit"),
-            spec=dict(type="dict"),
-            ray_config=dict(type="dict", required=True),
+            spec=dict(type="raw"),
             submission_id=dict(type="str"),
             output_dir=dict(type="path"),
-            token_path=dict(type="path", no_log=False),
             poll_s=dict(type="int", default=20),
-            tail_lines=dict(type="int", default=100),
             preflight=dict(type="bool", default=True),
         ),
         required_if=[("action", "submit", ("spec",)), ("action", "wait", ("submission_id",)),
@@ -408,56 +533,18 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
+    if p["spec"] is not None and not isinstance(p["spec"], dict):
+        module.fail_json(msg="spec: the module takes a resolved JobSpec (a dict); run it through its action plugin")
     # Secret env values must not come back in the module's own `invocation` output either.
-    secret_names = tuple((p["ray_config"] or {}).get("secret_env_names") or js.DEFAULT_SECRET_ENV_NAMES)
+    secret_names = tuple((p["ray_config"] or {}).get("secret_env_names") or DEFAULT_SECRET_ENV_NAMES)
     for env in ((p["spec"] or {}).get("env") or {},
                 ((p["ray_config"] or {}).get("runtime_env") or {}).get("env_vars") or {}):
-        module.no_log_values.update(str(v) for k, v in env.items() if js.is_secret_name(k, secret_names) and v)
+        module.no_log_values.update(str(v) for k, v in env.items() if is_secret_name(k, secret_names) and v)
     try:
-        config = js.RayConfig.from_dict(p["ray_config"])
-    except js.JobSpecError as exc:
-        module.fail_json(msg=str(exc))
-    rc.prepare_client_env(p["token_path"])
-    if p["action"] == "submit":
-        submit(module, config)
-
-    sid = p["submission_id"]
-    output_dir = p["output_dir"] or os.path.join(config.shared_root, "jobs", sid)
-    job = Job(module, config, sid, output_dir)
-    if not os.path.isdir(output_dir):
-        module.fail_json(msg=f"submission_id '{sid}': no job record at {output_dir}", submission_id=sid)
-    if p["action"] == "wait":
-        if module.check_mode:
-            module.exit_json(changed=False, progress=f"{sid}: not followed in check mode", **job.result(job.status()))
-        follow(module, job)
-
-    status = job.status()
-    info = job.info()
-    if p["action"] == "stop":
-        running = info is not None and rc.job_summary(info)["status"] not in jr.TERMINAL
-        if running and not module.check_mode:
-            info = stop_for(job, status, "STOPPED_BY_USER")
-            if info is not None and rc.job_summary(info)["status"] in jr.TERMINAL:
-                status = job.finalize(info, status)
-            else:  # Ray has not stopped it yet: a later status or wait finalizes the record
-                status["state"] = rc.job_summary(info)["status"] if info is not None else status.get("state")
-                job.save_status(status)
-        module.exit_json(changed=running, progress=f"{sid}: {'stopped' if running else 'not running'}",
-                         **job.result(status))
-    if info is not None and not status.get("final") and not module.check_mode:
-        if rc.job_summary(info)["status"] in jr.TERMINAL:
-            status = job.finalize(info, status)
-        else:
-            status["state"] = rc.job_summary(info)["status"]
-    log = job.refresh_log() if info is not None and not module.check_mode else ""
-    if p["action"] == "logs":
-        if not log and os.path.exists(job.rec["driver_log"]):
-            with open(job.rec["driver_log"], encoding="utf-8") as handle:
-                log = handle.read()
-        tail = "\n".join(log.splitlines()[-p["tail_lines"]:])
-        module.exit_json(changed=False, progress=f"{sid}: {status.get('state')}", log_tail=job.redact(tail),
-                         **job.result(status))
-    module.exit_json(changed=False, progress=f"{sid}: {status.get('state')}", **job.result(status))
+        result = run(module)
+    except Failed as exc:
+        module.fail_json(msg=str(exc), **exc.result)
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ import tempfile
 import time
 
 LAYOUT = ("config", "logs", "checkpoints", "debug")
-TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 _STEP_LINE = re.compile(r"\bstep:\s*(\d+)\b")
 _LOSS = re.compile(r"\btrain/loss:\s*([-+0-9.eE]+)")
 
@@ -35,6 +34,7 @@ def paths(output_dir):
         "actors": join(output_dir, "debug", "actors.json"),
         "failure": join(output_dir, "debug", "failure.txt"),
         "status": join(output_dir, "status.json"),
+        "preflight": join(output_dir, "preflight.json"),
     }
 
 
@@ -72,8 +72,13 @@ def write_text(path, text):
         raise
 
 
+def json_text(obj):
+    """How the record writes JSON (stable, so an unchanged object leaves its file unchanged)."""
+    return json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n"
+
+
 def write_json(path, obj):
-    write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+    write_text(path, json_text(obj))
 
 
 def read_json(path):

@@ -20,8 +20,10 @@ import time
 import xml.etree.ElementTree as ET
 
 try:
+    from ansible.module_utils.conventions import job_dir, one_line, regression_dir
     from ansible.module_utils.job_record import now_ms, read_json, write_text
 except ImportError:
+    from conventions import job_dir, one_line, regression_dir
     from job_record import now_ms, read_json, write_text
 
 LOG_TAIL_LINES = 40
@@ -48,7 +50,7 @@ def entry_result(entry_name, spec, submission_id, status, log_tail, record_dir):
         "last_loss": get("last_loss"),
         "error_type": get("error_type"),
         "reason": get("reason"),
-        "message": _one_line(get("message")),
+        "message": one_line(get("message"), MESSAGE_WIDTH),
         "log_tail": "\n".join((log_tail or "").splitlines()[-LOG_TAIL_LINES:]),
         "record": record_dir,
     }
@@ -158,7 +160,7 @@ def summary_md(report, previous):
     for e in report["entries"]:
         state = e["state"] + (" (regressed)" if e["name"] in regressed else "")
         loss = f"{_fmt_loss(e['first_loss'])} → {_fmt_loss(e['last_loss'])}"
-        record = f"[{e['submission_id']}](../../jobs/{e['submission_id']}/)" if e["submission_id"] else "–"
+        record = f"[{e['submission_id']}]({_record_link(e['submission_id'])})" if e["submission_id"] else "–"
         cells = [e["name"], state, _fmt(e["steps"]), loss, _fmt_seconds(e["durations"].get("total_s")), record]
         lines.append("| " + " | ".join(_md(c) for c in cells) + " |")
     failed = [e for e in report["entries"] if not e["passed"]]
@@ -304,9 +306,9 @@ def _failure_text(entry):
     return f"{head}: {entry['message']}" if entry["message"] else head
 
 
-def _one_line(text, width=MESSAGE_WIDTH):
-    line = " ".join(str(text or "").split())
-    return line if len(line) <= width else line[: width - 3] + "..."
+def _record_link(sid):
+    """A job's record relative to a report (<regression>/<run_id>/summary.md)."""
+    return os.path.relpath(job_dir("/", sid), os.path.join(regression_dir("/"), "run")) + "/"
 
 
 def _number(value):

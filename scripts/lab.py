@@ -60,6 +60,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# conventions.py is standard library only: the system Python that runs this script can import it.
+sys.path.insert(0, str(REPO_ROOT / "module_utils"))
+from conventions import one_line
+
 LAB_DIR = REPO_ROOT / ".lab"
 STATE_FILE = LAB_DIR / "lab.json"
 INVENTORY_FILE = REPO_ROOT / "inventory" / "lab" / "hosts.yml"
@@ -329,10 +333,6 @@ def parse_proc_stat(text: str) -> tuple[str, int]:
     """(state, starttime) from /proc/PID/stat; comm may contain ') '."""
     rest = text[text.rindex(")") + 2:].split()
     return rest[0], int(rest[19])  # fields 3 and 22 of proc(5)
-
-
-def one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 # ------------------------------------------------------------ system boundary

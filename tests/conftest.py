@@ -10,6 +10,9 @@ import sys
 import ansible.module_utils
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The control host's own code (plugin_utils) imports as a package from the project root.
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
 for sub in ("module_utils", "library", "filter_plugins", "scripts"):
     path = os.path.join(ROOT, sub)
     if path not in sys.path:

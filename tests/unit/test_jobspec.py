@@ -1,4 +1,5 @@
-"""module_utils/jobspec.py: validation, merging, rendering, redaction and the schema."""
+"""The JobSpec: fields and validation (jobspec), -e and files (jobspec_input), rendering (jobspec_render),
+redaction and the schema (jobspec_schema)."""
 
 import dataclasses
 import datetime
@@ -7,9 +8,11 @@ import os
 import re
 import shlex
 
-import jobspec
 import pytest
-from jobspec import JobSpecError, resolve
+from ansible.module_utils import jobspec, jobspec_render, redaction
+from ansible.module_utils.jobspec import JobSpecError, resolve
+
+from plugin_utils import jobspec_input, jobspec_schema
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RC = {"address": "10.0.0.1:6379", "dashboard_url": "http://10.0.0.1:8265"}
@@ -129,38 +132,38 @@ BAD_INPUTS = [
         "space-in-project-name"),
     bad(lambda t: run({**SMOKE, "metadata": {"n": 1}}), "metadata.n", 1, "non-string-metadata"),
     # spec names, files and layers
-    bad(lambda t: jobspec.find_spec_file("a/b", str(t)), "spec", "a/b", "spec-name-with-slash"),
-    bad(lambda t: jobspec.find_spec_file("..", str(t)), "spec", "..", "spec-name-dotdot"),
-    bad(lambda t: jobspec.find_spec_file("nope", os.path.join(ROOT, "jobspecs")), "spec", "nope",
+    bad(lambda t: jobspec_input.find_spec_file("a/b", str(t)), "spec", "a/b", "spec-name-with-slash"),
+    bad(lambda t: jobspec_input.find_spec_file("..", str(t)), "spec", "..", "spec-name-dotdot"),
+    bad(lambda t: jobspec_input.find_spec_file("nope", os.path.join(ROOT, "jobspecs")), "spec", "nope",
         "spec-file-missing"),
-    bad(lambda t: jobspec.load_spec_file(write(t, "workload: smoke\nsave_freq: [1\n")), "spec",
+    bad(lambda t: jobspec_input.load_spec_file(write(t, "workload: smoke\nsave_freq: [1\n")), "spec",
         lambda t: str(t / "bad.yaml"), "yaml-syntax-error"),
-    bad(lambda t: jobspec.load_spec_file(write(t, "workload: smoke\nworkload: sft\n")), "spec",
+    bad(lambda t: jobspec_input.load_spec_file(write(t, "workload: smoke\nworkload: sft\n")), "spec",
         lambda t: str(t / "bad.yaml"), "yaml-duplicate-key"),
-    bad(lambda t: jobspec.load_spec_file(write(t, "- workload: smoke\n")), "spec",
+    bad(lambda t: jobspec_input.load_spec_file(write(t, "- workload: smoke\n")), "spec",
         [{"workload": "smoke"}], "top-level-list"),
-    bad(lambda t: jobspec.load_spec_file(write(t, "")), "spec", None, "empty-file"),
-    bad(lambda t: jobspec.load_spec_file(str(t / "missing.yaml")), "spec",
+    bad(lambda t: jobspec_input.load_spec_file(write(t, "")), "spec", None, "empty-file"),
+    bad(lambda t: jobspec_input.load_spec_file(str(t / "missing.yaml")), "spec",
         lambda t: str(t / "missing.yaml"), "unreadable-file"),
     bad(lambda t: run(["workload", "smoke"]), "spec", ["workload", "smoke"], "spec-not-mapping"),
     bad(lambda t: run(SMOKE, name="a/b"), "name", "a/b", "resolve-name-with-slash"),
     bad(lambda t: run({**SMOKE, "name": "other"}), "name", "other", "name-inside-spec"),
     bad(lambda t: run(SMOKE, site={"save_freq": 0}), "save_freq", 0, "bad-site-default"),
     # -e coercion
-    bad(lambda t: jobspec.coerce_cli_overrides({"save_freq": "abc"}), "save_freq", "abc",
+    bad(lambda t: jobspec_input.coerce_cli_overrides({"save_freq": "abc"}), "save_freq", "abc",
         "cli-save-freq-abc"),
-    bad(lambda t: jobspec.coerce_cli_overrides({"resources.nnodes": "two"}), "resources.nnodes",
+    bad(lambda t: jobspec_input.coerce_cli_overrides({"resources.nnodes": "two"}), "resources.nnodes",
         "two", "cli-nested-int"),
-    bad(lambda t: jobspec.coerce_cli_overrides({"save_frq": "5"}), "save_frq", "5",
+    bad(lambda t: jobspec_input.coerce_cli_overrides({"save_frq": "5"}), "save_frq", "5",
         "cli-unknown-key"),
-    bad(lambda t: jobspec.coerce_cli_overrides({"resources.gpus": "1"}), "resources.gpus", "1",
+    bad(lambda t: jobspec_input.coerce_cli_overrides({"resources.gpus": "1"}), "resources.gpus", "1",
         "cli-unknown-nested-key"),
-    bad(lambda t: jobspec.coerce_cli_overrides({"save_freq.x": "1"}), "save_freq.x", "1",
+    bad(lambda t: jobspec_input.coerce_cli_overrides({"save_freq.x": "1"}), "save_freq.x", "1",
         "cli-dotted-scalar"),
-    bad(lambda t: jobspec.coerce_cli_overrides({"env": "A=1"}), "env", "A=1", "cli-env-not-json"),
-    bad(lambda t: jobspec.coerce_cli_overrides({"train_files": "[/a"}), "train_files", "[/a",
+    bad(lambda t: jobspec_input.coerce_cli_overrides({"env": "A=1"}), "env", "A=1", "cli-env-not-json"),
+    bad(lambda t: jobspec_input.coerce_cli_overrides({"train_files": "[/a"}), "train_files", "[/a",
         "cli-broken-json-list"),
-    bad(lambda t: jobspec.coerce_cli_overrides({"resources.entrypoint_num_cpus": "lots"}),
+    bad(lambda t: jobspec_input.coerce_cli_overrides({"resources.entrypoint_num_cpus": "lots"}),
         "resources.entrypoint_num_cpus", "lots", "cli-bad-number"),
     # ray_config
     bad(lambda t: with_rc(address="head-only"), "ray_config.address", "head-only", "rc-address"),
@@ -209,17 +212,17 @@ def test_unknown_field_hints_and_missing_spec_lists_names(tmp_path):
     with pytest.raises(JobSpecError, match=r"did you mean 'save_freq'\?"):
         run({**SMOKE, "save_frq": 5})
     with pytest.raises(JobSpecError, match=r"did you mean 'nnodes'\?"):
-        jobspec.coerce_cli_overrides({"resources.nnode": "2"})
+        jobspec_input.coerce_cli_overrides({"resources.nnode": "2"})
     (tmp_path / "alpha.yaml").write_text("workload: smoke\n")
     (tmp_path / "beta.yaml").write_text("workload: smoke\n")
     with pytest.raises(JobSpecError, match=r"available: alpha, beta"):
-        jobspec.find_spec_file("gamma", str(tmp_path))
-    assert jobspec.find_spec_file("beta", str(tmp_path)) == str(tmp_path / "beta.yaml")
+        jobspec_input.find_spec_file("gamma", str(tmp_path))
+    assert jobspec_input.find_spec_file("beta", str(tmp_path)) == str(tmp_path / "beta.yaml")
 
 
 def test_yaml_error_names_line(tmp_path):
     with pytest.raises(JobSpecError, match=r"line 3"):
-        jobspec.load_spec_file(write(tmp_path, "workload: smoke\nenv:\n\tA: '1'\n"))
+        jobspec_input.load_spec_file(write(tmp_path, "workload: smoke\nenv:\n\tA: '1'\n"))
 
 
 def test_defaults():
@@ -255,7 +258,7 @@ def test_precedence_site_then_spec_then_cli():
             "env": {"A": "site", "B": "site"}, "overrides": ["trainer.device=cpu"]}
     spec = {**SFT, "save_freq": 2, "resources": {"nnodes": 2}, "env": {"B": "spec"},
             "overrides": ["data.num_workers=0"]}
-    cli = jobspec.coerce_cli_overrides({"save_freq": "3", "env.C": "cli",
+    cli = jobspec_input.coerce_cli_overrides({"save_freq": "3", "env.C": "cli",
                                         "overrides": "trainer.device=cuda"})
     resolved = run(spec, site=site, cli=cli)
     assert resolved.save_freq == 3
@@ -273,7 +276,7 @@ def test_cli_coercion_and_dotted_keys():
            "train_files": '["/private/a.parquet", "/private/b.parquet"]',
            "val_files": "/private/v.parquet", "overrides": '["a=1", "b=2"]',
            "code_id": "v2", "total_epochs": 4}
-    assert jobspec.coerce_cli_overrides(raw) == {
+    assert jobspec_input.coerce_cli_overrides(raw) == {
         "save_freq": 5,
         "resources": {"nnodes": 2, "entrypoint_num_cpus": 0.5,
                       "entrypoint_resources": {"worker_node": 1}},
@@ -282,7 +285,7 @@ def test_cli_coercion_and_dotted_keys():
         "train_files": ["/private/a.parquet", "/private/b.parquet"],
         "val_files": "/private/v.parquet", "overrides": ["a=1", "b=2"], "code_id": "v2",
         "total_epochs": 4}
-    cli = jobspec.coerce_cli_overrides({"resources.nnodes": "2", "timeouts.pending_s": "30"})
+    cli = jobspec_input.coerce_cli_overrides({"resources.nnodes": "2", "timeouts.pending_s": "30"})
     spec = run({**SMOKE, "resources": {"n_gpus_per_node": 1}}, cli=cli)
     assert (spec.resources.nnodes, spec.resources.n_gpus_per_node, spec.timeouts.pending_s) == (
         2, 1, 30)
@@ -321,7 +324,7 @@ def test_dataclasses_match_the_field_table():
 
 
 def argv(spec, rc=RC):
-    return shlex.split(jobspec.render_entrypoint(spec, rc))
+    return shlex.split(jobspec_render.render_entrypoint(spec, rc))
 
 
 def test_smoke_entrypoint():
@@ -334,7 +337,7 @@ def test_smoke_entrypoint():
 
 def test_command_entrypoint_is_verbatim():
     command = "cd /private/user/code && python train.py --x 'a b' | tee out.log"
-    assert jobspec.render_entrypoint(run({"workload": "command", "entrypoint": command}), RC) == (
+    assert jobspec_render.render_entrypoint(run({"workload": "command", "entrypoint": command}), RC) == (
         command)
 
 
@@ -383,9 +386,9 @@ def test_sft_entrypoint_and_runtime_env():
         assert expected in args
     assert args[-1] == "trainer.device=cpu"
     assert not any(a.startswith(("algorithm.", "actor_rollout_ref.", "critic.")) for a in args)
-    assert jobspec.render_runtime_env(spec, RC)["env_vars"]["RAY_ADDRESS"] == "auto"
+    assert jobspec_render.render_runtime_env(spec, RC)["env_vars"]["RAY_ADDRESS"] == "auto"
     for other in (run(PPO), run(SMOKE)):
-        assert "RAY_ADDRESS" not in jobspec.render_runtime_env(other, RC)["env_vars"]
+        assert "RAY_ADDRESS" not in jobspec_render.render_runtime_env(other, RC)["env_vars"]
     assert not any("trainer.device" in a for a in argv(run(SFT)))
 
 
@@ -393,29 +396,29 @@ def test_runtime_env_pythonpath_and_env_precedence():
     rc = {**RC, "runtime_env": {"env_vars": {"HF_HUB_OFFLINE": "1", "A": "site"},
                                 "config": {"setup_timeout_seconds": 60}}}
     spec = run({**PPO, "code_id": "v1", "env": {"A": "job"}}, rc=rc)
-    runtime_env = jobspec.render_runtime_env(spec, rc)
+    runtime_env = jobspec_render.render_runtime_env(spec, rc)
     assert runtime_env == {
         "config": {"setup_timeout_seconds": 60},
         "env_vars": {"HF_HUB_OFFLINE": "1", "A": "job",
                      "PYTHONPATH": "/private/common/code/verl/v1:/private/user/code"}}
-    no_code = jobspec.render_runtime_env(run({**PPO, "env": {"PYTHONPATH": "/opt/extra"}}), rc)
+    no_code = jobspec_render.render_runtime_env(run({**PPO, "env": {"PYTHONPATH": "/opt/extra"}}), rc)
     assert no_code["env_vars"]["PYTHONPATH"] == "/private/user/code:/opt/extra"
     assert "working_dir" not in runtime_env
     assert rc["runtime_env"]["env_vars"] == {"HF_HUB_OFFLINE": "1", "A": "site"}
 
 
 def test_entrypoint_options_omit_zeros():
-    assert jobspec.entrypoint_options(run(SMOKE)) == {"entrypoint_resources": {"worker_node": 1}}
+    assert jobspec_render.entrypoint_options(run(SMOKE)) == {"entrypoint_resources": {"worker_node": 1}}
     spec = run({**SMOKE, "resources": {"entrypoint_num_cpus": 1, "entrypoint_memory": 2**30,
                                        "entrypoint_resources": {}}})
-    assert jobspec.entrypoint_options(spec.to_dict()) == {"entrypoint_num_cpus": 1,
+    assert jobspec_render.entrypoint_options(spec.to_dict()) == {"entrypoint_num_cpus": 1,
                                                           "entrypoint_memory": 2**30}
 
 
 def test_submit_command_is_pasteable():
     spec = run({**SMOKE, "resources": {"entrypoint_num_cpus": 1}})
-    runtime_env = jobspec.render_runtime_env(spec, RC)
-    words = shlex.split(jobspec.submit_command(spec, RC, runtime_env))
+    runtime_env = jobspec_render.render_runtime_env(spec, RC)
+    words = shlex.split(jobspec_render.submit_command(spec, RC, runtime_env))
     cut = words.index("--")
     assert words[:7] == ["ray", "job", "submit", "--address", RC["dashboard_url"],
                          "--submission-id", spec.submission_id]
@@ -424,13 +427,13 @@ def test_submit_command_is_pasteable():
     assert words[words.index("--entrypoint-num-cpus") + 1] == "1"
     assert words[cut - 1] == "--no-wait"
     # ray job submit shlex.joins the words after "--": that must give back the entrypoint.
-    assert shlex.join(words[cut + 1:]) == jobspec.render_entrypoint(spec, RC)
+    assert shlex.join(words[cut + 1:]) == jobspec_render.render_entrypoint(spec, RC)
 
 
 def test_submit_command_wraps_shell_syntax():
     command = "echo $HOME && ls | wc -l"
     spec = run({"workload": "command", "entrypoint": command})
-    words = shlex.split(jobspec.submit_command(spec, RC, {}))
+    words = shlex.split(jobspec_render.submit_command(spec, RC, {}))
     assert words[words.index("--") + 1:] == ["bash", "-c", command]
 
 
@@ -443,7 +446,7 @@ def test_redact_names_patterns_and_embedded_values():
               "submit_cmd": f"ray job submit --runtime-env-json '{json.dumps(runtime_env)}'",
               "notes": [f"token was {secret}", ("tuple", password)],
               "extra": "the ray token is tok-12345", "count": 3}
-    out = jobspec.redact(record, ["CUSTOM"], extra_values=["tok-12345"])
+    out = redaction.redact(record, ["CUSTOM"], extra_values=["tok-12345"])
     assert out["runtime_env"]["env_vars"] == {
         "HF_TOKEN": "<redacted>", "DB_PASSWORD": "<redacted>", "MY_SERVICE_API_KEY": "<redacted>",
         "PLAIN": "visible", "CUSTOM": "<redacted>", "SHORT_TOKEN": "<redacted>"}
@@ -458,13 +461,13 @@ def test_redact_names_patterns_and_embedded_values():
 def test_redact_json_escaped_value():
     value = 'quo"te\\slash'
     command = "--runtime-env-json " + json.dumps({"env_vars": {"X": value}})
-    out = jobspec.redact({"env": {"WANDB_API_KEY": value}, "cmd": command}, [])
+    out = redaction.redact({"env": {"WANDB_API_KEY": value}, "cmd": command}, [])
     assert "quo" not in out["cmd"]
 
 
 def test_schema_file_matches_and_is_closed():
     with open(os.path.join(ROOT, "jobspec.schema.json"), encoding="utf-8") as handle:
-        assert json.load(handle) == jobspec.json_schema()
+        assert json.load(handle) == jobspec_schema.json_schema()
 
     def walk(node):
         if isinstance(node, dict):
@@ -476,13 +479,13 @@ def test_schema_file_matches_and_is_closed():
             for value in node:
                 walk(value)
 
-    walk(jobspec.json_schema())
+    walk(jobspec_schema.json_schema())
 
 
 def test_schema_agrees_with_validator():
     jsonschema = pytest.importorskip("jsonschema")
-    validator = jsonschema.Draft202012Validator(jobspec.json_schema())
-    jsonschema.Draft202012Validator.check_schema(jobspec.json_schema())
+    validator = jsonschema.Draft202012Validator(jobspec_schema.json_schema())
+    jsonschema.Draft202012Validator.check_schema(jobspec_schema.json_schema())
     good = [SMOKE, SFT, {**GRPO, "val_files": [TRAIN], "timeouts": {"max_run_s": None}},
             {"workload": "command", "entrypoint": "echo hi", "env": {"A": "1"}}]
     bad = [{"workload": "dpo"}, {**SMOKE, "save_frq": 1}, {**SMOKE, "resources": {"nnode": 1}},
@@ -501,9 +504,9 @@ def test_schema_agrees_with_validator():
 
 
 def test_smoke_spec_file():
-    path = jobspec.find_spec_file("smoke", os.path.join(ROOT, "jobspecs"))
+    path = jobspec_input.find_spec_file("smoke", os.path.join(ROOT, "jobspecs"))
     with open(path, encoding="utf-8") as handle:
         assert handle.readline() == "# yaml-language-server: $schema=../jobspec.schema.json\n"
-    spec = run(jobspec.load_spec_file(path), name="smoke")
+    spec = run(jobspec_input.load_spec_file(path), name="smoke")
     assert spec.workload == "smoke"
     assert (spec.timeouts.pending_s, spec.timeouts.max_run_s) == (120, 300)

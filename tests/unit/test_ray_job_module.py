@@ -7,7 +7,7 @@ import types
 
 import pytest
 import ray_job
-from ansible.module_utils import jobspec
+from ansible.module_utils import jobspec, jobspec_render
 from ansible.module_utils import ray_cluster as rc
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.testing import patch_module_args
@@ -185,7 +185,7 @@ def test_submit_writes_the_record_and_pins_the_driver_to_a_worker(ray, ray_confi
     [call] = ray.submitted
     assert call["submission_id"] == SID
     assert call["entrypoint_resources"] == {"worker_node": 1}
-    assert call["entrypoint"] == jobspec.render_entrypoint(spec, ray_config)
+    assert call["entrypoint"] == jobspec_render.render_entrypoint(spec, ray_config)
     assert call["runtime_env"]["env_vars"]["WANDB_API_KEY"] == SECRET  # Ray itself gets the real value
     assert call["metadata"] == {"purpose": "cluster smoke test"}
     assert ray.clients == [("http://10.0.0.10:8265", None)]
@@ -292,7 +292,8 @@ def test_wait_returns_progress_while_the_job_runs(ray, ray_config, capsys):
     ray.set(SID, "RUNNING", driver_node_id="n-w1", start_time=int(ray.clock.now * 1000))
     ray.logs[SID] = LOG
     code, out = run(capsys, action="wait", submission_id=SID, ray_config=ray_config, poll_s=5)
-    assert code == 0 and out["changed"] is False and out["done"] is False and out["state"] == "RUNNING"
+    # The poll wrote the record (the driver log, the state): changed says so.
+    assert code == 0 and out["changed"] is True and out["done"] is False and out["state"] == "RUNNING"
     assert out["progress"].startswith(f"{SID}: RUNNING for 5s; step:3")
     assert status_json(ray_config)["state"] == "RUNNING" and ray.stopped == []
 
@@ -348,14 +349,17 @@ def test_wait_stops_a_job_past_max_run_s(ray, ray_config, capsys):
     assert (status["state"], status["ray_status"], status["reason"]) == ("FAILED", "STOPPED", "DEADLINE_EXCEEDED")
 
 
-def test_logs_returns_the_redacted_tail(ray, ray_config, capsys):
+def test_logs_returns_the_redacted_tail(ray, ray_config, capsys, monkeypatch):
     submit(capsys, ray_config)
     ray.set(SID, "RUNNING")
     ray.logs[SID] = LOG
-    code, out = run(capsys, action="logs", submission_id=SID, ray_config=ray_config, tail_lines=2)
-    assert code == 0 and out["changed"] is False
+    monkeypatch.setattr(ray_job, "LOG_TAIL_LINES", 2)
+    code, out = run(capsys, action="logs", submission_id=SID, ray_config=ray_config)
+    assert code == 0 and out["changed"] is True  # the driver log was copied into the record
     assert out["log_tail"] == "step:3 - train/loss:5.0 - train/grad_norm:3.10 - train/lr:0.001\ndone"
-    code, out = run(capsys, action="logs", submission_id=SID, ray_config=ray_config, tail_lines=5)
+    monkeypatch.setattr(ray_job, "LOG_TAIL_LINES", 5)
+    code, out = run(capsys, action="logs", submission_id=SID, ray_config=ray_config)
+    assert out["changed"] is False  # nothing new to write
     assert SECRET not in out["log_tail"] and "WANDB_API_KEY=<redacted>" in out["log_tail"]
 
 

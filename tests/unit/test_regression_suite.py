@@ -1,11 +1,12 @@
-"""filter_plugins/regression_filters.py and the runner's retention helper."""
+"""Suite files (plugin_utils/jobspec_input.py load_suite) and the runner's retention helper."""
 
 import importlib.util
 import json
 import os
 
 import pytest
-from regression_filters import SuiteError, load_suite
+
+from plugin_utils.jobspec_input import SuiteError, load_suite
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -1,0 +1,175 @@
+"""Action for ray_job: the job path's control-host half.
+
+It resolves a JobSpec once, here (spec file < site defaults < overrides < -e, validated), runs the
+ray_job module on the head to submit it, and follows the job with short module calls, printing one
+progress line per poll for as long as the job's own timeouts allow (the module enforces pending_s
+and max_run_s): there is no cap of its own, so a three-day run is followed for three days.
+The module's documentation is in library/ray_job.py.
+"""
+
+import json
+import os
+import sys
+
+from ansible.errors import AnsibleConnectionFailure
+from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
+from ansible.utils.vars import load_extra_vars
+
+# The project's control-host code (plugin_utils) imports as a package from the project root.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from plugin_utils import PROJECT_ROOT, jobspec_input
+
+JobSpecError = jobspec_input.JobSpecError
+
+display = Display()
+
+POLL_S = 20
+# A poll that cannot reach the head is retried this many times in a row before the run fails.
+CONNECTION_RETRIES = 3
+
+ARGUMENT_SPEC = {
+    "action": {"type": "str", "choices": ["submit", "wait", "status", "stop", "logs"], "default": "submit"},
+    "spec": {"type": "str"},
+    "overrides": {"type": "dict", "default": {}},
+    "extra_vars": {"type": "bool", "default": False},
+    "submission_id": {"type": "str"},
+    "wait": {"type": "bool", "default": False},
+    "poll_s": {"type": "int", "default": POLL_S},
+    "preflight": {"type": "bool", "default": True},
+    "specs_dir": {"type": "path"},
+    "ray_config": {"type": "dict"},
+    "token_path": {"type": "path", "no_log": False},
+    "python": {"type": "str"},
+}
+
+
+def follow(poll, show):
+    """Poll a job until its record is final, showing each poll's progress line.
+
+    poll() runs one short module `wait` call and returns its result; show(line) prints a line.
+    Returns (last result, number of polls). Only the job ending (or a failed poll) ends the loop.
+    """
+    polls = 0
+    changed = False
+    while True:
+        result = poll()
+        polls += 1
+        changed = changed or bool(result.get("changed"))
+        if result.get("failed"):
+            return dict(result, changed=changed), polls
+        show(result.get("progress") or "")
+        if result.get("done"):
+            return dict(result, changed=changed), polls
+
+
+def rendered_lines(result):
+    """What --check shows: the module's rendering of the submission (secrets redacted)."""
+    lines = [f"{result.get('submission_id')}: {result.get('progress', '')}"]
+    for key in ("entrypoint", "runtime_env", "entrypoint_options", "submit_cmd"):
+        if key in result:
+            value = result[key]
+            lines.append(f"{key}: {value if isinstance(value, str) else json.dumps(value, sort_keys=True)}")
+    return lines
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = True
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super().run(tmp, task_vars)
+        _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC, required_if=[
+            ("action", "wait", ("submission_id",)), ("action", "status", ("submission_id",)),
+            ("action", "stop", ("submission_id",)), ("action", "logs", ("submission_id",))])
+        connection = self._connection_args(args)
+        # The module runs with the nodes' Ray Python (ray_python), not the host's default one.
+        module_vars = dict(task_vars, ansible_python_interpreter=connection.pop("python"))
+        self._host = task_vars.get("inventory_hostname", "")
+
+        def module(**module_args):
+            return self._execute_module(module_name="ray_job", module_args={**connection, **module_args},
+                                        task_vars=module_vars)
+
+        if args["action"] == "submit":
+            try:
+                spec = self._resolve(args, connection["ray_config"])
+            except JobSpecError as exc:
+                return dict(result, failed=True, msg=str(exc))
+            submitted = module(action="submit", spec=spec.to_dict(), preflight=args["preflight"])
+            if submitted.get("failed") or self._task.check_mode:
+                if self._task.check_mode and not submitted.get("failed"):
+                    for line in rendered_lines(submitted):
+                        display.display(f"{self._host} | {line}")
+                return dict(result, **submitted)
+            if not args["wait"]:
+                return dict(result, **submitted)
+            self._show(submitted.get("progress", ""))
+            last = self._follow(module, spec.submission_id, spec.output_dir, args["poll_s"])
+            shown = {k: submitted[k] for k in ("existed", "entrypoint", "runtime_env", "entrypoint_options", "submit_cmd")
+                     if k in submitted}
+            return {**result, **last, **shown, "changed": bool(submitted.get("changed") or last.get("changed"))}
+
+        if args["action"] == "wait" and not self._task.check_mode:
+            return dict(result, **self._follow(module, args["submission_id"], None, args["poll_s"]))
+        return dict(result, **module(action=args["action"], submission_id=args["submission_id"]))
+
+    def _var(self, name, task_vars_default=None):
+        """An inventory variable, templated (the action's own defaults come from the inventory)."""
+        try:
+            return self._templar.resolve_variable_expression(name)
+        except Exception:  # noqa: BLE001 - undefined: the default applies
+            return task_vars_default
+
+    def _connection_args(self, args):
+        """ray_config, token_path and the Ray Python: from the task, else from the inventory."""
+        ray_config = args["ray_config"] or self._var("ray_config")
+        token_path = args["token_path"]
+        if token_path is None and self._var("ray_auth_enabled", False):
+            token_path = self._var("ray_auth_token_path")
+        python = args["python"] or self._var("ray_python")
+        out = {"ray_config": ray_config, "python": python}
+        if token_path:
+            out["token_path"] = token_path
+        return out
+
+    def _resolve(self, args, ray_config):
+        """The JobSpec: spec file < site defaults (jobspec_defaults) < overrides < -e."""
+        extra = {}
+        if args["extra_vars"]:
+            # -e values are data: a JSON round trip keeps their values and drops any template trust.
+            extra = json.loads(json.dumps(dict(load_extra_vars(self._loader))))
+        name = args["spec"] or extra.get("spec")
+        if not name:
+            raise JobSpecError("spec", "name a spec with -e spec=NAME (one of jobspecs/*.yaml)", name)
+        overrides = dict(args["overrides"])
+        if args["submission_id"]:
+            overrides["submission_id"] = args["submission_id"]
+        return jobspec_input.resolve_job(
+            name, ray_config=ray_config, specs_dir=args["specs_dir"] or os.path.join(PROJECT_ROOT, "jobspecs"),
+            site_defaults=self._var("jobspec_defaults", {}) or {}, overrides=overrides, extra_vars=extra)
+
+    def _show(self, line):
+        display.display(f"{self._host} | {line}")
+
+    def _follow(self, module, submission_id, output_dir, poll_s):
+        args = {"action": "wait", "submission_id": submission_id, "poll_s": poll_s}
+        if output_dir:
+            args["output_dir"] = output_dir
+        failures = []
+
+        def poll():
+            while True:
+                try:
+                    result = module(**args)
+                    failures.clear()
+                    return result
+                except AnsibleConnectionFailure as exc:
+                    failures.append(exc)
+                    if len(failures) > CONNECTION_RETRIES:
+                        raise
+                    display.warning(f"{self._host}: polling {submission_id} failed ({exc}); trying again")
+
+        last, _ = follow(poll, self._show)
+        return last

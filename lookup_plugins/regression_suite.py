@@ -1,0 +1,35 @@
+"""Lookup: the entries of a regression suite (suites/<name>.yaml), read and checked on the control host."""
+
+DOCUMENTATION = r"""
+name: regression_suite
+short_description: The checked entries of suites/<name>.yaml
+description:
+  - Returns the suite's entries, each C({name, spec, overrides}); a bad suite fails with one line naming it.
+options:
+  _terms:
+    description: The suite's name.
+    required: true
+  suites_dir:
+    description: Where suite files are; default the project's C(suites/).
+    type: path
+"""
+
+import os
+import sys
+
+from ansible.errors import AnsibleLookupError
+from ansible.plugins.lookup import LookupBase
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from plugin_utils import PROJECT_ROOT, jobspec_input
+
+
+class LookupModule(LookupBase):
+    def run(self, terms, variables=None, **kwargs):
+        self.set_options(var_options=variables, direct=kwargs)
+        suites_dir = self.get_option("suites_dir") or os.path.join(PROJECT_ROOT, "suites")
+        try:
+            # One list per suite name: a single term gives its entries as the lookup's list.
+            return [entry for name in terms for entry in jobspec_input.load_suite(str(name), suites_dir)]
+        except jobspec_input.SuiteError as exc:
+            raise AnsibleLookupError(str(exc)) from None

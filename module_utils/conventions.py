@@ -1,0 +1,72 @@
+"""Names and paths every part of the project agrees on, defined once.
+
+Modules import this as ansible.module_utils.conventions; the control host's code (action plugins,
+lookups, scripts) reaches it the same way through plugin_utils, and scripts/lab.py imports it as a
+plain module. It imports only the standard library, so any Python can load it.
+"""
+
+import posixpath
+import re
+
+# (regex, what a valid value looks like). Anchored: used with re.fullmatch and as JSON Schema patterns.
+ID_RULE = (r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$",
+           "1-128 letters, digits or ._- starting with a letter or digit")
+# The name of a spec file (jobspecs/<name>.yaml) or suite file (suites/<name>.yaml). Shorter than an
+# id, so <name>-<time>-<hex> always makes a valid default submission id.
+NAME_RULE = (r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$",
+             "1-100 letters, digits or ._- starting with a letter or digit (no path separators)")
+
+# The module a code snapshot carries to say which code it is (written by the code_snapshot role).
+MARKER_MODULE = "verl_code_marker"
+MARKER_FILE = MARKER_MODULE + ".py"
+
+
+def matches(rule, value):
+    return isinstance(value, str) and re.fullmatch(rule[0], value) is not None
+
+
+# Where things live under the shared root.
+def job_dir(shared_root, submission_id):
+    """A job's record: <shared_root>/jobs/<submission_id>."""
+    return posixpath.join(shared_root, "jobs", submission_id)
+
+
+def verl_code_dir(shared_root, code_id):
+    """A verl code snapshot: <shared_root>/common/code/verl/<code_id>."""
+    return posixpath.join(shared_root, "common", "code", "verl", code_id)
+
+
+def smoke_code_dir(shared_root):
+    """The smoke probe's code: <shared_root>/common/code/smoke."""
+    return posixpath.join(shared_root, "common", "code", "smoke")
+
+
+def plugins_code_dir(shared_root):
+    """Platform plugins beside the snapshots: <shared_root>/common/code/plugins."""
+    return posixpath.join(shared_root, "common", "code", "plugins")
+
+
+def user_code_dir(shared_root):
+    """People's own code (reward functions): <shared_root>/user/code."""
+    return posixpath.join(shared_root, "user", "code")
+
+
+def regression_dir(shared_root):
+    """Regression reports: <shared_root>/regression."""
+    return posixpath.join(shared_root, "regression")
+
+
+def paths(shared_root):
+    """All of the above for one shared root, for playbooks and roles (the ray_verl_paths filter)."""
+    return {"jobs": posixpath.join(shared_root, "jobs"), "verl_code": posixpath.dirname(verl_code_dir(shared_root, "x")),
+            "smoke_code": smoke_code_dir(shared_root), "plugins_code": plugins_code_dir(shared_root),
+            "user_code": user_code_dir(shared_root), "regression": regression_dir(shared_root),
+            "marker_file": MARKER_FILE}
+
+
+def one_line(text, width=None):
+    """text on one line (whitespace runs become one space), cut to width with '...'."""
+    line = " ".join(str("" if text is None else text).split())
+    if width is not None and len(line) > width:
+        line = line[: width - 3] + "..."
+    return line

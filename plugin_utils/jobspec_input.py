@@ -1,0 +1,220 @@
+"""Input of a job, read on the control host: spec files, suites, site defaults and -e values.
+
+The ray_job action plugin is the only code that reads this run's extra vars; it hands them here
+as data (never templated) and gets back a validated JobSpec for the module on the head.
+"""
+
+import difflib
+import json
+import os
+import re
+
+from ansible.module_utils import conventions, jobspec
+from ansible.module_utils.jobspec import SPEC_FIELDS, JobSpecError, _expect, _join
+
+# Extra vars that steer the playbooks rather than describe the job.
+PLAYBOOK_KNOBS = frozenset({"spec", "wait", "poll_s", "force", "id", "do", "preflight", "suite", "run_id", "state"})
+# Inventory-style variables a user may pass with -e; they are not JobSpec fields.
+_KNOWN_PREFIXES = ("ansible_", "ray_", "shared_root_", "jobspec_", "code_snapshot_", "regression_")
+_NAME = conventions.NAME_RULE
+
+
+def list_specs(specs_dir) -> list:
+    """Names of the spec files in specs_dir."""
+    try:
+        files = os.listdir(specs_dir)
+    except OSError:
+        return []
+    return sorted(f[:-5] for f in files if f.endswith(".yaml") and conventions.matches(_NAME, f[:-5]))
+
+
+def find_spec_file(name, specs_dir) -> str:
+    """Path of <specs_dir>/<name>.yaml; the error lists the names that exist."""
+    if not conventions.matches(_NAME, name):
+        raise JobSpecError("spec", f"must be a spec name: {_NAME[1]}", name)
+    path = os.path.join(specs_dir, name + ".yaml")
+    if not os.path.isfile(path):
+        available = ", ".join(list_specs(specs_dir)) or "none"
+        raise JobSpecError("spec", f"no such spec in {specs_dir} (available: {available})", name)
+    return path
+
+
+def load_spec_file(path) -> dict:
+    """Parse a spec file; YAML errors become JobSpecError with the file and line."""
+    import yaml  # lazily: hosts that only run the Ansible module need no PyYAML
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        """SafeLoader keeps the last of two equal keys; a duplicate is a mistake here."""
+
+        def construct_mapping(self, node, deep=False):
+            seen = set()
+            for key_node, _ in node.value:
+                if isinstance(key_node, yaml.ScalarNode):
+                    if key_node.value in seen:
+                        raise yaml.constructor.ConstructorError(
+                            None, None, f"duplicate key '{key_node.value}'", key_node.start_mark)
+                    seen.add(key_node.value)
+            return super().construct_mapping(node, deep)
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except OSError as err:
+        raise JobSpecError("spec", f"cannot read the spec file ({err.strerror})", str(path)) from None
+    except UnicodeDecodeError:
+        raise JobSpecError("spec", "the spec file is not UTF-8 text", str(path)) from None
+    try:
+        data = yaml.load(text, Loader=UniqueKeyLoader)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        problem = getattr(err, "problem", None) or "syntax error"
+        raise JobSpecError("spec", f"invalid YAML{where}: {problem}", str(path)) from None
+    if not isinstance(data, dict):
+        raise JobSpecError("spec", f"{path}: the top level must be a mapping of fields", data)
+    return data
+
+
+def _lookup(fields, key, path, value):
+    for f in fields:
+        if f.name == key:
+            return f
+    close = difflib.get_close_matches(key, [f.name for f in fields], n=1)
+    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    raise JobSpecError(path, f"unknown field{hint}", value)
+
+
+def _coerce(f, value, path):
+    """Convert one -e string to the type of field f (other types pass through)."""
+    if not isinstance(value, str):
+        return value
+    kind = f.kind
+    if f.nullable and value == "null":
+        return None
+    if kind in ("str", "path"):
+        return value
+    if kind == "int" and re.fullmatch(r"\s*[+-]?[0-9]+\s*", value):
+        return int(value)
+    if kind == "number":
+        try:
+            return int(value) if re.fullmatch(r"\s*[+-]?[0-9]+\s*", value) else float(value)
+        except ValueError:
+            pass
+    if kind in ("paths", "list") and not value.lstrip().startswith("["):
+        return value if kind == "paths" else [value]
+    if kind in ("paths", "list", "map", "object"):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, list if kind in ("paths", "list") else dict):
+            return parsed
+        raise JobSpecError(path, f"must be JSON text of {_expect(f)}", value)
+    raise JobSpecError(path, f"must be {_expect(f)}", value)
+
+
+def coerce_cli_overrides(raw) -> dict:
+    """Turn -e key=value pairs (string values) into a nested, typed override layer.
+
+    Dotted keys reach nested fields (resources.nnodes=2) and map entries (env.HF_HOME=/x).
+    Dict, list and spec-object values are JSON text; "null" clears a nullable field.
+    """
+    if not isinstance(raw, dict):
+        raise JobSpecError("cli", "must be a mapping of field=value", raw)
+    out = {}
+    for key, value in raw.items():
+        parts = str(key).split(".")
+        fields, node, path = SPEC_FIELDS, out, ""
+        for i, part in enumerate(parts):
+            path = _join(path, part)
+            f = _lookup(fields, part, path, value)
+            rest = parts[i + 1:]
+            if not rest:
+                node[f.name] = _coerce(f, value, path)
+                break
+            if f.kind not in ("object", "map"):
+                raise JobSpecError(str(key), f"'{path}' has no nested fields", value)
+            node = node.setdefault(f.name, {})
+            if not isinstance(node, dict):
+                raise JobSpecError(str(key), f"'{path}' is also set as a whole", value)
+            if f.kind == "map":
+                # Map keys may contain dots (metadata.team.name): the rest is one key.
+                entry = ".".join(rest)
+                node[entry] = _coerce(f.item, value, _join(path, entry))
+                break
+            fields = f.fields
+    return out
+
+
+def spec_overrides(extra_vars):
+    """The -e values that are JobSpec fields; the rest steer the playbook or the inventory."""
+    if "_raw_params" in extra_vars:
+        # Ansible splits `-e key=two words` at the space and keeps the rest here.
+        raise JobSpecError("-e", "is not key=value; quote a value with spaces, e.g. "
+                           "-e 'entrypoint=\"echo hi\"'", extra_vars["_raw_params"])
+    return {k: v for k, v in extra_vars.items()
+            if k not in PLAYBOOK_KNOBS and not k.startswith(_KNOWN_PREFIXES)}
+
+
+def site_layer(site_defaults, workload):
+    """The inventory's defaults for one workload: `all`, then `trainers` (ppo/grpo/sft), then its own."""
+    layer = {}
+    keys = ["all"] + (["trainers"] if workload in jobspec.TRAINERS else []) + [workload]
+    for key in keys:
+        part = (site_defaults or {}).get(key) or {}
+        if not isinstance(part, dict):
+            raise JobSpecError(f"jobspec_defaults.{key}", "must be a mapping of jobspec fields", part)
+        layer = jobspec.merge_layers(layer, part)
+    return layer
+
+
+def resolve_job(name, *, ray_config, specs_dir, site_defaults=None, overrides=None, extra_vars=None):
+    """Load <specs_dir>/<name>.yaml and layer site defaults < file < overrides < -e: a JobSpec.
+
+    overrides: field values (a suite entry's); extra_vars: this run's -e values, as Ansible parsed
+    them (knobs and inventory names are left out). Raises JobSpecError naming one bad field.
+    """
+    cli = coerce_cli_overrides(overrides or {})
+    cli = jobspec.merge_layers(cli, coerce_cli_overrides(spec_overrides(extra_vars or {})))
+    spec_file = load_spec_file(find_spec_file(str(name), specs_dir))
+    workload = cli.get("workload", spec_file.get("workload"))
+    return jobspec.resolve(spec_file, name=str(name), ray_config=ray_config,
+                           site_defaults=site_layer(site_defaults, workload), cli=cli)
+
+
+class SuiteError(Exception):
+    """A bad suite file; str() is one line naming the suite and what is wrong."""
+
+
+def load_suite(name, suites_dir):
+    """The entries of suites/<name>.yaml, checked: [{name, spec, overrides}]."""
+    import yaml
+
+    if not conventions.matches(_NAME, str(name)):
+        raise SuiteError(f"suite {name!r}: a suite name is {_NAME[1]}")
+    path = os.path.join(suites_dir, f"{name}.yaml")
+    if not os.path.isfile(path):
+        have = sorted(f[:-5] for f in os.listdir(suites_dir) if f.endswith(".yaml")) if os.path.isdir(suites_dir) else []
+        raise SuiteError(f"suite {name!r}: no {path} (suites: {', '.join(have) or 'none'})")
+    with open(path, encoding="utf-8") as handle:
+        try:
+            data = yaml.safe_load(handle)
+        except yaml.YAMLError as exc:
+            raise SuiteError(f"suite {name!r}: invalid YAML in {path}: {str(exc).splitlines()[0]}") from None
+    if not isinstance(data, dict) or set(data) != {"entries"} or not isinstance(data["entries"], list):
+        raise SuiteError(f"suite {name!r}: {path} must hold exactly one key, `entries`, a list")
+    entries, seen = [], set()
+    for i, entry in enumerate(data["entries"]):
+        where = f"suite {name!r} entry {i + 1}"
+        if not isinstance(entry, dict) or not {"name", "spec"} <= set(entry) or set(entry) - {"name", "spec", "overrides"}:
+            raise SuiteError(f"{where}: needs name and spec (and optional overrides), got {entry!r}")
+        if not conventions.matches(_NAME, str(entry["name"])) or entry["name"] in seen:
+            raise SuiteError(f"{where}: name {entry['name']!r} must be unique, {_NAME[1]}")
+        if not isinstance(entry.get("overrides", {}), dict):
+            raise SuiteError(f"{where}: overrides must be a mapping of field: value")
+        seen.add(entry["name"])
+        entries.append({"name": str(entry["name"]), "spec": str(entry["spec"]),
+                        "overrides": {str(k): v for k, v in (entry.get("overrides") or {}).items()}})
+    if not entries:
+        raise SuiteError(f"suite {name!r}: no entries")
+    return entries

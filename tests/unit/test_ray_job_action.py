@@ -1,0 +1,191 @@
+"""action_plugins/ray_job.py: the control-host half of ray_job. The remote boundary is faked: either a
+scripted module result per call, or the real module run in this process against a fake Ray and clock."""
+
+import importlib.util
+import json
+import os
+import re
+import types
+
+import pytest
+import ray_job
+from ansible.module_utils.testing import patch_module_args
+from test_ray_job_module import SECRET, make_spec, ray, ray_config  # noqa: F401 - fixtures
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_spec = importlib.util.spec_from_file_location("ray_job_action", os.path.join(ROOT, "action_plugins", "ray_job.py"))
+action = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(action)
+
+OLD_CAP = 180  # polls the playbook loop (job_wait.yml) made at most
+
+
+def module_result(capsys, **args):
+    """One run of library/ray_job.py in this process, as _execute_module would return it."""
+    with patch_module_args(args), pytest.raises(SystemExit):
+        ray_job.main()
+    out = json.loads(capsys.readouterr().out)
+    out.pop("invocation", None)
+    return out
+
+
+def test_follow_shows_a_line_per_poll_and_has_no_cap():
+    results = [{"progress": f"j: RUNNING for {20 * i}s", "done": False, "changed": i == 1} for i in range(1, 1000)]
+    results.append({"progress": "j: SUCCEEDED", "done": True, "state": "SUCCEEDED"})
+    feed, shown = iter(results), []
+    last, polls = action.follow(lambda: next(feed), shown.append)
+    assert polls == 1000 and len(shown) == 1000 and shown[-1] == "j: SUCCEEDED"
+    assert last["state"] == "SUCCEEDED" and last["changed"] is True  # an earlier poll wrote the record
+
+
+def test_follow_stops_at_a_failed_poll():
+    feed = iter([{"progress": "j: RUNNING", "done": False}, {"failed": True, "msg": "Ray does not know this job"}])
+    shown = []
+    last, polls = action.follow(lambda: next(feed), shown.append)
+    assert polls == 2 and last["failed"] and shown == ["j: RUNNING"]
+
+
+def test_a_job_without_max_run_s_is_followed_past_the_old_cap(ray, ray_config, capsys):  # noqa: F811
+    """The real module on a fake clock: each poll follows the job for poll_s seconds of fake time."""
+    spec = make_spec(ray_config, timeouts={"max_run_s": None})
+    submitted = module_result(capsys, spec=spec, ray_config=ray_config)
+    sid = submitted["submission_id"]
+    ray.set(sid, "RUNNING", driver_node_id="n-w1", start_time=int(ray.clock.now * 1000))
+    polls = OLD_CAP + 20
+    calls = []
+
+    def poll():
+        calls.append(1)
+        if len(calls) == polls:
+            ray.logs[sid] = f"step:7 - train/loss:1.0 WANDB_API_KEY={SECRET}\n"
+            ray.set(sid, "SUCCEEDED", end_time=int(ray.clock.now * 1000), driver_exit_code=0)
+        return module_result(capsys, action="wait", submission_id=sid, ray_config=ray_config, poll_s=20)
+
+    shown = []
+    last, count = action.follow(poll, shown.append)
+    assert count == polls and len(shown) == polls
+    assert last["done"] and last["state"] == "SUCCEEDED" and ray.stopped == []
+    elapsed = [int(m.group(1)) for m in (re.search(r"RUNNING for (\d+)s", line) for line in shown) if m]
+    assert len(elapsed) == polls - 1 and elapsed == sorted(elapsed) and elapsed[-1] >= OLD_CAP * 20
+    assert shown[-1] == f"{sid}: SUCCEEDED" and not any(SECRET in line for line in shown)
+
+
+def test_a_job_with_max_run_s_is_stopped_by_its_own_timeout(ray, ray_config, capsys):  # noqa: F811
+    spec = make_spec(ray_config, timeouts={"max_run_s": 100})
+    sid = module_result(capsys, spec=spec, ray_config=ray_config)["submission_id"]
+    ray.set(sid, "RUNNING", driver_node_id="n-w1", start_time=int(ray.clock.now * 1000))
+    shown = []
+    last, count = action.follow(
+        lambda: module_result(capsys, action="wait", submission_id=sid, ray_config=ray_config, poll_s=20),
+        shown.append)
+    assert last["state"] == "FAILED" and last["status"]["reason"] == "DEADLINE_EXCEEDED" and 5 <= count <= 7
+    assert shown[-1] == f"{sid}: FAILED (DEADLINE_EXCEEDED)"
+
+
+# ------------------------------------------------------------------ the action itself
+
+
+class Templar:
+    """The inventory as the action sees it through resolve_variable_expression."""
+
+    def __init__(self, variables):
+        self.variables = variables
+
+    def resolve_variable_expression(self, name):
+        if name not in self.variables:
+            raise KeyError(name)
+        return self.variables[name]
+
+
+def make_action(args, variables, executor, check_mode=False):
+    task = types.SimpleNamespace(args=args, async_val=0, check_mode=check_mode, action="ray_job")
+    connection = types.SimpleNamespace(_shell=types.SimpleNamespace(tmpdir="/tmp"))
+    plugin = action.ActionModule(task, connection, types.SimpleNamespace(check_mode=check_mode), None,
+                                 Templar(variables), None)
+    plugin._execute_module = executor
+    return plugin
+
+
+@pytest.fixture
+def specs_dir(tmp_path):
+    (tmp_path / "smoke.yaml").write_text("workload: smoke\n")
+    return str(tmp_path)
+
+
+@pytest.fixture
+def inventory(ray_config):  # noqa: F811
+    return {"ray_config": ray_config, "ray_auth_enabled": True, "ray_auth_token_path": "/etc/ray-verl/ray_token",
+            "ray_python": "/opt/ray/bin/python", "jobspec_defaults": {"smoke": {"save_freq": 4}}}
+
+
+def test_submit_and_wait_through_the_module(ray, ray_config, inventory, specs_dir, capsys, monkeypatch):  # noqa: F811
+    """The action resolves the spec with -e values, submits through the module, and follows it."""
+    monkeypatch.setattr(action, "load_extra_vars", lambda loader: {
+        "spec": "smoke", "wait": "true", "submission_id": "act-1", "timeouts.pending_s": "30", "ray_python": "x"})
+    sent, shown = [], []
+    monkeypatch.setattr(action.display, "display", shown.append)
+
+    def executor(module_name, module_args, task_vars):
+        sent.append((module_args, task_vars["ansible_python_interpreter"]))
+        args = {k: v for k, v in module_args.items() if k != "token_path"}  # no token file here
+        if module_args["action"] == "wait" and len(sent) == 4:
+            ray.set("act-1", "SUCCEEDED", start_time=1, end_time=2, driver_exit_code=0)
+        elif module_args["action"] == "wait":
+            ray.set("act-1", "RUNNING", start_time=int(ray.clock.now * 1000))
+        return module_result(capsys, **args)
+
+    plugin = make_action({"extra_vars": True, "wait": True, "poll_s": 5, "specs_dir": specs_dir},
+                         inventory, executor)
+    result = plugin.run(task_vars={"inventory_hostname": "head"})
+    assert result["state"] == "SUCCEEDED" and result["done"] and result["changed"] and not result["existed"]
+    first = sent[0][0]
+    assert first["action"] == "submit" and first["token_path"] == "/etc/ray-verl/ray_token"
+    assert first["spec"]["submission_id"] == "act-1" and first["spec"]["save_freq"] == 4
+    assert first["spec"]["timeouts"]["pending_s"] == 30 and first["ray_config"] == ray_config
+    assert {interpreter for _, interpreter in sent} == {"/opt/ray/bin/python"}
+    assert [args["action"] for args, _ in sent] == ["submit", "wait", "wait", "wait"]
+    assert len(shown) == 4 and shown[0] == "head | act-1 submitted" and shown[-1] == "head | act-1: SUCCEEDED"
+
+
+def test_bad_input_fails_before_the_module_runs(inventory, specs_dir, monkeypatch):
+    monkeypatch.setattr(action, "load_extra_vars", lambda loader: {"spec": "smoke", "save_freq": "0"})
+    plugin = make_action({"extra_vars": True, "specs_dir": specs_dir}, inventory,
+                         lambda **kw: pytest.fail("the module must not run"))
+    result = plugin.run(task_vars={})
+    assert result["failed"] and result["msg"].startswith("jobspec field 'save_freq'")
+
+
+def test_no_spec_named(inventory, specs_dir, monkeypatch):
+    monkeypatch.setattr(action, "load_extra_vars", lambda loader: {})
+    result = make_action({"extra_vars": True, "specs_dir": specs_dir}, inventory, None).run(task_vars={})
+    assert result["failed"] and "-e spec=NAME" in result["msg"]
+
+
+def test_check_mode_shows_exactly_what_is_submitted(ray, ray_config, inventory, specs_dir, capsys,  # noqa: F811
+                                                     monkeypatch):
+    monkeypatch.setattr(action, "load_extra_vars", lambda loader: {
+        "spec": "smoke", "submission_id": "chk-1", "env.WANDB_API_KEY": SECRET})
+
+    def executor(module_name, module_args, task_vars):
+        args = {k: v for k, v in module_args.items() if k != "token_path"}
+        if plugin._task.check_mode:
+            args["_ansible_check_mode"] = True
+        return module_result(capsys, **args)
+
+    shown = []
+    monkeypatch.setattr(action.display, "display", shown.append)
+    plugin = make_action({"extra_vars": True, "specs_dir": specs_dir}, inventory, executor, check_mode=True)
+    checked = plugin.run(task_vars={"inventory_hostname": "head"})
+    assert ray.submitted == [] and not os.path.exists(os.path.join(ray_config["shared_root"], "jobs", "chk-1"))
+    assert SECRET not in "\n".join(shown) and SECRET not in json.dumps(checked)
+
+    plugin._task.check_mode = False
+    submitted = plugin.run(task_vars={"inventory_hostname": "head"})
+    [call] = ray.submitted
+    assert checked["entrypoint"] == submitted["entrypoint"] == call["entrypoint"]
+    assert checked["submit_cmd"] == submitted["submit_cmd"]
+    assert checked["runtime_env"] == submitted["runtime_env"]
+    assert checked["runtime_env"]["env_vars"] == {**call["runtime_env"]["env_vars"], "WANDB_API_KEY": "<redacted>"}
+    assert f"head | entrypoint: {call['entrypoint']}" in shown
+    with open(os.path.join(ray_config["shared_root"], "jobs", "chk-1", "config", "submit_cmd.txt")) as handle:
+        assert handle.read().strip() == checked["submit_cmd"]
