@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 WORKERS ?= 2
 
-.PHONY: venv lint unit integration test demo lab-up lab-down lab-venv lab-assets system-deps
+.PHONY: venv lint unit unit-verl integration test demo lab-up lab-down lab-venv lab-assets system-deps
 
 # System packages the lab and the playbooks need (Debian/Ubuntu, as root).
 system-deps:
@@ -27,11 +27,16 @@ lint: venv
 unit: venv
 	$(BIN)/pytest -q tests/unit
 
+# The verl CPU plugin's tests need torch and verl: they run in the nodes' venv (the main one skips them).
+# That venv has no Ansible, so the Ansible-side conftest is left out.
+unit-verl: lab-venv
+	$(LAB_VENV)/bin/python -m pytest -q -p no:cacheprovider --noconftest tests/unit/test_verl_cpu.py
+
 integration: venv system-deps
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/pytest -q -x -p no:cacheprovider tests/integration
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/molecule test
 
-test: lint unit integration
+test: lint unit unit-verl integration
 
 # The lab's nodes run Ray from .venv-verl, like a GPU image that ships Ray, torch and verl (CPU builds here).
 LAB_VENV := .venv-verl
