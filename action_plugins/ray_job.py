@@ -11,7 +11,7 @@ import json
 import os
 import sys
 
-from ansible.errors import AnsibleConnectionFailure
+from ansible.errors import AnsibleConnectionFailure, AnsibleUndefinedVariable
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 from ansible.utils.vars import load_extra_vars
@@ -20,11 +20,10 @@ from ansible.utils.vars import load_extra_vars
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from plugin_utils import PROJECT_ROOT, jobspec_input
 
-JobSpecError = jobspec_input.JobSpecError
-
 display = Display()
 
 POLL_S = 20
+_REQUIRED = object()
 # A poll that cannot reach the head is retried this many times in a row before the run fails.
 CONNECTION_RETRIES = 3
 
@@ -95,7 +94,7 @@ class ActionModule(ActionBase):
         if args["action"] == "submit":
             try:
                 spec = self._resolve(args, connection["ray_config"])
-            except JobSpecError as exc:
+            except jobspec_input.JobSpecError as exc:
                 return dict(result, failed=True, msg=str(exc))
             submitted = module(action="submit", spec=spec.to_dict(), preflight=args["preflight"])
             if submitted.get("failed") or self._task.check_mode:
@@ -115,20 +114,22 @@ class ActionModule(ActionBase):
             return dict(result, **self._follow(module, args["submission_id"], None, args["poll_s"]))
         return dict(result, **module(action=args["action"], submission_id=args["submission_id"]))
 
-    def _var(self, name, task_vars_default=None):
+    def _var(self, name, default=None):
         """An inventory variable, templated (the action's own defaults come from the inventory)."""
         try:
             return self._templar.resolve_variable_expression(name)
-        except Exception:  # noqa: BLE001 - undefined: the default applies
-            return task_vars_default
+        except AnsibleUndefinedVariable:
+            if default is _REQUIRED:
+                raise
+            return default
 
     def _connection_args(self, args):
         """ray_config, token_path and the Ray Python: from the task, else from the inventory."""
-        ray_config = args["ray_config"] or self._var("ray_config")
+        ray_config = args["ray_config"] or self._var("ray_config", _REQUIRED)
         token_path = args["token_path"]
         if token_path is None and self._var("ray_auth_enabled", False):
             token_path = self._var("ray_auth_token_path")
-        python = args["python"] or self._var("ray_python")
+        python = args["python"] or self._var("ray_python", _REQUIRED)
         out = {"ray_config": ray_config, "python": python}
         if token_path:
             out["token_path"] = token_path
@@ -142,7 +143,7 @@ class ActionModule(ActionBase):
             extra = json.loads(json.dumps(dict(load_extra_vars(self._loader))))
         name = args["spec"] or extra.get("spec")
         if not name:
-            raise JobSpecError("spec", "name a spec with -e spec=NAME (one of jobspecs/*.yaml)", name)
+            raise jobspec_input.JobSpecError("spec", "name a spec with -e spec=NAME (one of jobspecs/*.yaml)", name)
         overrides = dict(args["overrides"])
         if args["submission_id"]:
             overrides["submission_id"] = args["submission_id"]

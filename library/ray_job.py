@@ -158,7 +158,6 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.ray_connection import argument_spec
 from ansible.module_utils.redaction import DEFAULT_SECRET_ENV_NAMES, is_secret_name, redact
 
-TERMINAL = rc.TERMINAL_JOB_STATES
 # Lines of the driver log that action=logs returns.
 LOG_TAIL_LINES = 100
 
@@ -414,7 +413,7 @@ def stop_for(job, status, reason):
     deadline = time.monotonic() + (10 if reason == "PENDING_TIMEOUT" else 30)
     while time.monotonic() < deadline:
         info = job.info()
-        if info is not None and rc.job_summary(info)["status"] in TERMINAL:
+        if info is not None and rc.job_summary(info)["status"] in rc.TERMINAL_JOB_STATES:
             return info
         time.sleep(1)
     return job.info()
@@ -441,7 +440,7 @@ def follow(module, job):
         elif (summary["status"] == "RUNNING" and timeouts.get("max_run_s") and summary["start_time"]
               and now - summary["start_time"] > timeouts["max_run_s"] * 1000):
             info = stop_for(job, status, "DEADLINE_EXCEEDED")
-        if rc.job_summary(info)["status"] in TERMINAL or status.get("reason") == "PENDING_TIMEOUT":
+        if rc.job_summary(info)["status"] in rc.TERMINAL_JOB_STATES or status.get("reason") == "PENDING_TIMEOUT":
             status = job.finalize(info, status)
             return job.result(status, final_line(job, status))
         if time.monotonic() >= deadline:
@@ -455,10 +454,10 @@ def follow(module, job):
 
 def stop(module, job):
     status, info = job.status(), job.info()
-    running = info is not None and rc.job_summary(info)["status"] not in TERMINAL
+    running = info is not None and rc.job_summary(info)["status"] not in rc.TERMINAL_JOB_STATES
     if running and not module.check_mode:
         info = stop_for(job, status, "STOPPED_BY_USER")
-        if info is not None and rc.job_summary(info)["status"] in TERMINAL:
+        if info is not None and rc.job_summary(info)["status"] in rc.TERMINAL_JOB_STATES:
             status = job.finalize(info, status)
         else:  # Ray has not stopped it yet: a later status or wait finalizes the record
             status["state"] = rc.job_summary(info)["status"] if info is not None else status.get("state")
@@ -473,7 +472,7 @@ def refresh(module, job):
     log = ""
     if info is not None and not module.check_mode:
         if not status.get("final"):
-            if rc.job_summary(info)["status"] in TERMINAL:
+            if rc.job_summary(info)["status"] in rc.TERMINAL_JOB_STATES:
                 status = job.finalize(info, status)
             else:
                 status["state"] = rc.job_summary(info)["status"]

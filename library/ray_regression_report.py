@@ -77,8 +77,7 @@ regressed_entries:
   elements: str
 """
 
-import os
-
+from ansible.module_utils import conventions
 from ansible.module_utils import job_record as jr
 from ansible.module_utils import regression_report as rr
 from ansible.module_utils.basic import AnsibleModule
@@ -100,20 +99,21 @@ def main():
     results = []
     for entry in p["entries"]:
         sid = f"{p['run_id']}-{entry['name']}"
-        record = os.path.join(p["shared_root"], "jobs", sid)
-        status = jr.read_json(os.path.join(record, "status.json"))
+        record = conventions.job_dir(p["shared_root"], sid)
+        files = jr.paths(record)
+        status = jr.read_json(files["status"])
         if status is None and entry["name"] in p["errors"]:
             status = {"state": "FAILED", "reason": "NOT_SUBMITTED", "message": str(p["errors"][entry["name"]])}
         try:
-            with open(os.path.join(record, "logs", "driver.log"), encoding="utf-8", errors="replace") as handle:
+            with open(files["driver_log"], encoding="utf-8", errors="replace") as handle:
                 log = handle.read()
         except OSError:
             log = ""
         results.append(rr.entry_result(entry["name"], entry["spec"], sid, status, log, record))
-    regression_root = os.path.join(p["shared_root"], "regression")
+    regression_root = conventions.regression_dir(p["shared_root"])
     previous = rr.load_previous(regression_root, p["suite"], p["run_id"])
     report = rr.build_report(p["run_id"], p["suite"], p["started_at"], jr.now_ms(), results, previous)
-    run_dir = os.path.join(regression_root, p["run_id"])
+    run_dir = f"{regression_root}/{p['run_id']}"
     if not module.check_mode:
         rr.write_report(run_dir, report, previous)
     module.exit_json(

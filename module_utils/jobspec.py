@@ -30,8 +30,6 @@ TRAINER_REQUIRED = ("model_path", "train_files")
 
 # (regex, what a valid value looks like). Anchored, used with re.fullmatch here and as JSON
 # Schema patterns, so both accept the same strings.
-_ID = conventions.ID_RULE
-_NAME = conventions.NAME_RULE
 # Paths and names go unquoted into hydra overrides and PYTHONPATH: no , = : spaces or quotes.
 _PATH = (r"^/[A-Za-z0-9._/+@-]*$", "an absolute path of letters, digits and ._-/+@")
 _LABEL = (r"^[A-Za-z0-9._-]+$", "a name of letters, digits or ._-")
@@ -83,7 +81,7 @@ _POSITIVE = Field("", "number", minimum=0, exclusive=True)
 
 SPEC_FIELDS = (
     Field("submission_id", "str", "Ray submission id and job directory name; "
-          "default <name>-<UTC YYYYmmddTHHMMSSZ>-<6 hex digits>.", pattern=_ID),
+          "default <name>-<UTC YYYYmmddTHHMMSSZ>-<6 hex digits>.", pattern=conventions.ID_RULE),
     Field("workload", "str", "What to run.", choices=WORKLOADS, required=True),
     Field("entrypoint", "str", "Shell command of a 'command' job (required there); "
           "the other workloads are rendered and must not set it.", pattern=_COMMAND, nullable=True),
@@ -101,7 +99,7 @@ SPEC_FIELDS = (
           "default ray_config.shared_root."),
     Field("code_id", "str", "Code snapshot to run: code_path becomes "
           "<shared_root>/common/code/verl/<code_id>. Set code_id or code_path, not both.",
-          pattern=_ID, nullable=True),
+          pattern=conventions.ID_RULE, nullable=True),
     Field("code_path", "path", "Directory put first on PYTHONPATH (e.g. a verl checkout); "
           "default for smoke: <shared_root>/common/code/smoke.", nullable=True),
     Field("model_path", "path", "Model directory; required for ppo, grpo and sft.", nullable=True),
@@ -152,7 +150,7 @@ RAY_CONFIG_FIELDS = (
           pattern=_COMMAND),
 )
 
-_NAME_FIELD = Field("name", "str", pattern=_NAME)
+_NAME_FIELD = Field("name", "str", pattern=conventions.NAME_RULE)
 
 
 # ---------------------------------------------------------------- validation from the tables
@@ -168,9 +166,6 @@ def _is_int(value):
 
 def _is_number(value):
     return _is_int(value) or (isinstance(value, float) and math.isfinite(value))
-
-
-_matches = conventions.matches
 
 
 def _expect(f):
@@ -212,9 +207,9 @@ def _check(f, value, path, complete=True):
             value > f.minimum if f.exclusive else value >= f.minimum):
         return value
     if kind == "str" and isinstance(value, str) and (not f.choices or value in f.choices) and (
-            not f.pattern or _matches(f.pattern, value)):
+            not f.pattern or conventions.matches(f.pattern, value)):
         return value
-    if kind in ("path", "paths") and _matches(_PATH, value):
+    if kind in ("path", "paths") and conventions.matches(_PATH, value):
         # normpath keeps a leading "//" (POSIX allows it); one "/" is what we compare against.
         return "/" + posixpath.normpath(value).lstrip("/")
     if kind == "paths" and isinstance(value, list) and value:
@@ -223,7 +218,7 @@ def _check(f, value, path, complete=True):
         return [_check(f.item, v, f"{path}[{i}]") for i, v in enumerate(value)]
     if kind == "map" and isinstance(value, dict):
         for key in value:
-            if not isinstance(key, str) or not key or (f.pattern and not _matches(f.pattern, key)):
+            if not isinstance(key, str) or not key or (f.pattern and not conventions.matches(f.pattern, key)):
                 what = f.pattern[1] if f.pattern else "a non-empty string"
                 raise JobSpecError(_join(path, key), f"the name must be {what}", key)
         return {key: _check(f.item, v, _join(path, key)) for key, v in value.items()}
@@ -386,18 +381,14 @@ def as_spec(spec) -> JobSpec:
     return spec if isinstance(spec, JobSpec) else JobSpec.from_dict(spec)
 
 
-def merge_layers(base, over):
-    """Merge two layers of spec fields the way resolve() does (site defaults are built from several)."""
-    return _merge(base, over)
-
-
-def _merge(base, over, top=True):
-    """Deep-merge mapping `over` into `base`; top-level overrides lists are concatenated."""
+def merge_layers(base, over, top=True):
+    """Deep-merge layer `over` into `base` (the way resolve() layers them); top-level overrides lists are
+    concatenated."""
     out = dict(base)
     for key, value in over.items():
         old = out.get(key)
         if isinstance(old, dict) and isinstance(value, dict):
-            out[key] = _merge(old, value, top=False)
+            out[key] = merge_layers(old, value, top=False)
         elif top and key == "overrides" and isinstance(old, list) and isinstance(value, list):
             # Every layer's hydra overrides apply; hydra lets the last one win.
             out[key] = old + value
@@ -432,7 +423,7 @@ def resolve(spec, *, name, ray_config, site_defaults=None, cli=None, now=None,
             raise JobSpecError(label, "must be a mapping of jobspec fields", layer)
         if "name" in layer:
             raise JobSpecError("name", "is the spec file name and cannot be set", layer["name"])
-        merged = _merge(merged, layer)
+        merged = merge_layers(merged, layer)
     values = _fill_static(_check_fields(SPEC_FIELDS, merged, "", complete=False), SPEC_FIELDS)
     if values.get("code_id") is not None and values.get("code_path") is not None:
         raise JobSpecError("code_path", "cannot be set together with code_id (set one of them)",

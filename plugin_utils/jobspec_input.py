@@ -16,7 +16,6 @@ from ansible.module_utils.jobspec import SPEC_FIELDS, JobSpecError, _expect, _jo
 PLAYBOOK_KNOBS = frozenset({"spec", "wait", "poll_s", "force", "id", "do", "preflight", "suite", "run_id", "state"})
 # Inventory-style variables a user may pass with -e; they are not JobSpec fields.
 _KNOWN_PREFIXES = ("ansible_", "ray_", "shared_root_", "jobspec_", "code_snapshot_", "regression_")
-_NAME = conventions.NAME_RULE
 
 
 def list_specs(specs_dir) -> list:
@@ -25,13 +24,13 @@ def list_specs(specs_dir) -> list:
         files = os.listdir(specs_dir)
     except OSError:
         return []
-    return sorted(f[:-5] for f in files if f.endswith(".yaml") and conventions.matches(_NAME, f[:-5]))
+    return sorted(f[:-5] for f in files if f.endswith(".yaml") and conventions.matches(conventions.NAME_RULE, f[:-5]))
 
 
 def find_spec_file(name, specs_dir) -> str:
     """Path of <specs_dir>/<name>.yaml; the error lists the names that exist."""
-    if not conventions.matches(_NAME, name):
-        raise JobSpecError("spec", f"must be a spec name: {_NAME[1]}", name)
+    if not conventions.matches(conventions.NAME_RULE, name):
+        raise JobSpecError("spec", f"must be a spec name: {conventions.NAME_RULE[1]}", name)
     path = os.path.join(specs_dir, name + ".yaml")
     if not os.path.isfile(path):
         available = ", ".join(list_specs(specs_dir)) or "none"
@@ -190,8 +189,8 @@ def load_suite(name, suites_dir):
     """The entries of suites/<name>.yaml, checked: [{name, spec, overrides}]."""
     import yaml
 
-    if not conventions.matches(_NAME, str(name)):
-        raise SuiteError(f"suite {name!r}: a suite name is {_NAME[1]}")
+    if not conventions.matches(conventions.NAME_RULE, str(name)):
+        raise SuiteError(f"suite {name!r}: a suite name is {conventions.NAME_RULE[1]}")
     path = os.path.join(suites_dir, f"{name}.yaml")
     if not os.path.isfile(path):
         have = sorted(f[:-5] for f in os.listdir(suites_dir) if f.endswith(".yaml")) if os.path.isdir(suites_dir) else []
@@ -208,8 +207,8 @@ def load_suite(name, suites_dir):
         where = f"suite {name!r} entry {i + 1}"
         if not isinstance(entry, dict) or not {"name", "spec"} <= set(entry) or set(entry) - {"name", "spec", "overrides"}:
             raise SuiteError(f"{where}: needs name and spec (and optional overrides), got {entry!r}")
-        if not conventions.matches(_NAME, str(entry["name"])) or entry["name"] in seen:
-            raise SuiteError(f"{where}: name {entry['name']!r} must be unique, {_NAME[1]}")
+        if not conventions.matches(conventions.NAME_RULE, str(entry["name"])) or entry["name"] in seen:
+            raise SuiteError(f"{where}: name {entry['name']!r} must be unique, {conventions.NAME_RULE[1]}")
         if not isinstance(entry.get("overrides", {}), dict):
             raise SuiteError(f"{where}: overrides must be a mapping of field: value")
         seen.add(entry["name"])

@@ -9,6 +9,7 @@ import types
 
 import pytest
 import ray_job
+from ansible.errors import AnsibleUndefinedVariable
 from ansible.module_utils.testing import patch_module_args
 from test_ray_job_module import SECRET, make_spec, ray, ray_config  # noqa: F401 - fixtures
 
@@ -93,7 +94,7 @@ class Templar:
 
     def resolve_variable_expression(self, name):
         if name not in self.variables:
-            raise KeyError(name)
+            raise AnsibleUndefinedVariable(name)
         return self.variables[name]
 
 
