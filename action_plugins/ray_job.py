@@ -11,19 +11,18 @@ import json
 import os
 import sys
 
-from ansible.errors import AnsibleConnectionFailure, AnsibleUndefinedVariable
+from ansible.errors import AnsibleConnectionFailure
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 from ansible.utils.vars import load_extra_vars
 
 # The project's control-host code (plugin_utils) imports as a package from the project root.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from plugin_utils import PROJECT_ROOT, jobspec_input
+from plugin_utils import PROJECT_ROOT, jobspec_input, ray_action
 
 display = Display()
 
 POLL_S = 20
-_REQUIRED = object()
 # A poll that cannot reach the head is retried this many times in a row before the run fails.
 CONNECTION_RETRIES = 3
 
@@ -82,9 +81,9 @@ class ActionModule(ActionBase):
         _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC, required_if=[
             ("action", "wait", ("submission_id",)), ("action", "status", ("submission_id",)),
             ("action", "stop", ("submission_id",)), ("action", "logs", ("submission_id",))])
-        connection = self._connection_args(args)
+        connection, python = ray_action.connection(self._templar, args, address="ray_config")
         # The module runs with the nodes' Ray Python (ray_python), not the host's default one.
-        module_vars = dict(task_vars, ansible_python_interpreter=connection.pop("python"))
+        module_vars = dict(task_vars, ansible_python_interpreter=python)
         self._host = task_vars.get("inventory_hostname", "")
 
         def module(**module_args):
@@ -92,48 +91,31 @@ class ActionModule(ActionBase):
                                         task_vars=module_vars)
 
         if args["action"] == "submit":
-            try:
-                spec = self._resolve(args, connection["ray_config"])
-            except jobspec_input.JobSpecError as exc:
-                return dict(result, failed=True, msg=str(exc))
-            submitted = module(action="submit", spec=spec.to_dict(), preflight=args["preflight"])
-            if submitted.get("failed") or self._task.check_mode:
-                if self._task.check_mode and not submitted.get("failed"):
-                    for line in rendered_lines(submitted):
-                        display.display(f"{self._host} | {line}")
-                return dict(result, **submitted)
-            if not args["wait"]:
-                return dict(result, **submitted)
-            self._show(submitted.get("progress", ""))
-            last = self._follow(module, spec.submission_id, spec.output_dir, args["poll_s"])
-            shown = {k: submitted[k] for k in ("existed", "entrypoint", "runtime_env", "entrypoint_options", "submit_cmd")
-                     if k in submitted}
-            return {**result, **last, **shown, "changed": bool(submitted.get("changed") or last.get("changed"))}
-
+            return {**result, **self._submit(module, args, connection["ray_config"])}
         if args["action"] == "wait" and not self._task.check_mode:
-            return dict(result, **self._follow(module, args["submission_id"], None, args["poll_s"]))
-        return dict(result, **module(action=args["action"], submission_id=args["submission_id"]))
+            return {**result, **self._follow(module, args["submission_id"], None, args["poll_s"])}
+        return {**result, **module(action=args["action"], submission_id=args["submission_id"])}
 
-    def _var(self, name, default=None):
-        """An inventory variable, templated (the action's own defaults come from the inventory)."""
+    def _submit(self, module, args, ray_config):
+        """Resolve and submit; in check mode show the rendering; with wait follow the job to its end."""
         try:
-            return self._templar.resolve_variable_expression(name)
-        except AnsibleUndefinedVariable:
-            if default is _REQUIRED:
-                raise
-            return default
-
-    def _connection_args(self, args):
-        """ray_config, token_path and the Ray Python: from the task, else from the inventory."""
-        ray_config = args["ray_config"] or self._var("ray_config", _REQUIRED)
-        token_path = args["token_path"]
-        if token_path is None and self._var("ray_auth_enabled", False):
-            token_path = self._var("ray_auth_token_path")
-        python = args["python"] or self._var("ray_python", _REQUIRED)
-        out = {"ray_config": ray_config, "python": python}
-        if token_path:
-            out["token_path"] = token_path
-        return out
+            spec = self._resolve(args, ray_config)
+        except jobspec_input.JobSpecError as exc:
+            return {"failed": True, "msg": str(exc)}
+        submitted = module(action="submit", spec=spec.to_dict(), preflight=args["preflight"])
+        if submitted.get("failed"):
+            return submitted
+        if self._task.check_mode:
+            for line in rendered_lines(submitted):
+                self._show(line)
+            return submitted
+        if not args["wait"]:
+            return submitted
+        self._show(submitted.get("progress", ""))
+        last = self._follow(module, spec.submission_id, spec.output_dir, args["poll_s"])
+        shown = {k: submitted[k] for k in ("existed", "entrypoint", "runtime_env", "entrypoint_options", "submit_cmd")
+                 if k in submitted}
+        return {**last, **shown, "changed": bool(submitted.get("changed") or last.get("changed"))}
 
     def _resolve(self, args, ray_config):
         """The JobSpec: spec file < site defaults (jobspec_defaults) < overrides < -e."""
@@ -147,9 +129,10 @@ class ActionModule(ActionBase):
         overrides = dict(args["overrides"])
         if args["submission_id"]:
             overrides["submission_id"] = args["submission_id"]
+        site_defaults = ray_action.inventory_value(self._templar, "jobspec_defaults", {}) or {}
         return jobspec_input.resolve_job(
             name, ray_config=ray_config, specs_dir=args["specs_dir"] or os.path.join(PROJECT_ROOT, "jobspecs"),
-            site_defaults=self._var("jobspec_defaults", {}) or {}, overrides=overrides, extra_vars=extra)
+            site_defaults=site_defaults, overrides=overrides, extra_vars=extra)
 
     def _show(self, line):
         display.display(f"{self._host} | {line}")
