@@ -120,7 +120,7 @@ record:
   returned: always
   type: str
 progress:
-  description: One line saying where the job is (state, time, newest verl step line).
+  description: One line saying where the job is (state, time in that state, newest verl step line; secrets redacted).
   returned: always
   type: str
 entrypoint:
@@ -129,6 +129,10 @@ entrypoint:
   type: str
 runtime_env:
   description: The runtime_env (secrets redacted).
+  returned: when action=submit
+  type: dict
+entrypoint_options:
+  description: The driver's resource options (entrypoint_num_cpus, entrypoint_resources, ...) that are not zero.
   returned: when action=submit
   type: dict
 submit_cmd:
