@@ -12,7 +12,8 @@ def ray_expected_workers(worker_hosts, hostvars):
         want = hostvars[host].get("ray_worker_expect")
         if want:
             expected.append({"host": str(want["host"]), "ip": str(want["ip"]),
-                             "num_gpus": int(want["num_gpus"]), "worker_node": float(want["worker_node"])})
+                             "num_gpus": int(want["num_gpus"]), "worker_node": float(want["worker_node"]),
+                             "started_after_ms": int(want.get("started_after_ms") or 0)})
     return expected
 
 

@@ -23,6 +23,18 @@ options:
     type: list
     elements: dict
     default: []
+  wait_s:
+    description:
+      - Look again (every second) for up to this many seconds until every expected worker is ready.
+      - The action plugin of the same name sets it; with O(timeout_s) it keeps calling the module,
+        printing which workers it still waits for, until they are ready or O(timeout_s) has passed.
+    type: float
+    default: 0
+  timeout_s:
+    description:
+      - Handled on the control host by the action plugin; fail naming the workers not ready after this
+        many seconds. Without it the module looks once (or for O(wait_s)).
+    type: float
 attributes:
   check_mode:
     support: full
@@ -37,9 +49,7 @@ EXAMPLES = r"""
     expected_workers:
       - {host: gpu1, ip: 10.0.0.11, num_gpus: 4, worker_node: 1}
   register: info
-  until: info.ready
-  retries: 30
-  delay: 2
+    timeout_s: 120
 """
 
 RETURN = r"""
@@ -64,7 +74,9 @@ busy_node_ips:
   type: list
   elements: str
 ready:
-  description: Every expected worker is ALIVE with the expected resources.
+  description: >-
+    Every expected worker is ready: exactly one ALIVE node on its IP (a replaced node no longer
+    ALIVE), started after its C(started_after_ms), with the expected resources.
   returned: always
   type: bool
 missing:
@@ -78,8 +90,30 @@ ray_version:
   type: str
 """
 
+import time
+
 from ansible.module_utils import ray_cluster as rc
 from ansible.module_utils.basic import AnsibleModule
+
+
+def read_nodes_until_ready(dashboard_url, expected, wait_s, clock=time.monotonic, sleep=time.sleep):
+    """Nodes, readiness and missing workers, looking again until ready or wait_s has passed.
+
+    A failure to read the cluster is retried within wait_s (a head that just started); the last
+    one is raised.
+    """
+    deadline = clock() + wait_s
+    while True:
+        try:
+            nodes = rc.list_nodes(dashboard_url)
+        except Exception:  # retried until the deadline, then reported by the caller
+            if clock() >= deadline:
+                raise
+        else:
+            ready, missing = rc.worker_readiness(nodes, expected)
+            if ready or clock() >= deadline:
+                return nodes, ready, missing
+        sleep(1)
 
 
 def main():
@@ -88,6 +122,8 @@ def main():
             "dashboard_url": {"type": "str", "required": True},
             "token_path": {"type": "path", "no_log": False},
             "expected_workers": {"type": "list", "elements": "dict", "default": []},
+            "wait_s": {"type": "float", "default": 0},
+            "timeout_s": {"type": "float"},
         },
         supports_check_mode=True,
     )
@@ -97,13 +133,12 @@ def main():
         import ray
 
         token = rc.read_token(p["token_path"])
-        nodes = rc.list_nodes(p["dashboard_url"])
+        nodes, ready, missing = read_nodes_until_ready(p["dashboard_url"], p["expected_workers"], p["wait_s"])
         jobs = [rc.job_summary(j) for j in rc.job_client(p["dashboard_url"], token).list_jobs()]
         actor_nodes = rc.list_alive_actor_nodes(p["dashboard_url"])
     except Exception as exc:  # noqa: BLE001 - any failure here means "cannot read the cluster"
         module.fail_json(msg="cannot read the Ray cluster at {}: {}".format(p["dashboard_url"], (str(exc).splitlines() or [type(exc).__name__])[0]),
                          ready=False, missing=["cluster unreachable"], nodes=[], node_lines=[])
-    ready, missing = rc.worker_readiness(nodes, p["expected_workers"])
     module.exit_json(
         changed=False, nodes=nodes, node_lines=rc.describe_nodes(nodes), jobs=jobs,
         busy_node_ips=rc.busy_node_ips(nodes, jobs, actor_nodes), ready=ready, missing=missing,

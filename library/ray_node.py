@@ -130,6 +130,10 @@ ray_version:
   description: Ray version of O(python).
   returned: always
   type: str
+started_at_ms:
+  description: When C(ray start) began (epoch ms, this host's clock); the new node's start time is later.
+  returned: when Ray was started or restarted
+  type: int
 killed_driver_pids:
   description: Orphaned job drivers ended on stop.
   returned: when state=stopped
@@ -162,8 +166,13 @@ def run_env(python, env):
     return merged
 
 
+# SIGTERM lets the raylet tell the head it leaves, so the cluster lists it DEAD at once
+# (after a SIGKILL it stays ALIVE until its health checks fail); SIGKILL after this grace.
+STOP_GRACE_S = 10
+
+
 def stop(module, ray_bin, env, temp_dir, remove_sessions):
-    rc, out, err = module.run_command([ray_bin, "stop", "--force"], environ_update=env)
+    rc, out, err = module.run_command([ray_bin, "stop", f"--grace-period={STOP_GRACE_S}"], environ_update=env)
     if rc != 0:
         module.fail_json(msg=f"ray stop failed: {(err or out).strip()}")
     for _ in range(50):
@@ -255,6 +264,8 @@ def main():
 
     if action == "restart":
         stop(module, ray_bin, env, p["temp_dir"], remove_sessions=state is None)
+    # The readiness gate accepts only a node the cluster saw start after this moment.
+    result["started_at_ms"] = int(time.time() * 1000)
     rc, out, err = module.run_command(argv, environ_update=env)
     if rc != 0:
         tail = "\n".join((out + err).strip().splitlines()[-15:])

@@ -94,7 +94,9 @@ def job_summary(job):
 def list_nodes(dashboard_url):
     from ray.util.state import list_nodes as _list_nodes
 
-    return [node_summary(n) for n in _list_nodes(address=dashboard_url, limit=10000, raise_on_missing_output=False)]
+    # detail=True: without it start_time_ms is None, and the readiness rule needs it.
+    return [node_summary(n) for n in _list_nodes(address=dashboard_url, limit=10000, detail=True,
+                                                 raise_on_missing_output=False)]
 
 
 def list_alive_actor_nodes(dashboard_url):
@@ -106,29 +108,61 @@ def list_alive_actor_nodes(dashboard_url):
     return sorted({a.node_id for a in actors if getattr(a, "node_id", None)})
 
 
-def worker_readiness(nodes, expected):
-    """Compare live nodes with the inventory's workers.
+def alive_by_ip(nodes):
+    """ALIVE nodes grouped by IP: {ip: [node, ...]}."""
+    grouped = {}
+    for n in nodes:
+        if n["state"] == "ALIVE":
+            grouped.setdefault(n["node_ip"], []).append(n)
+    return grouped
 
-    expected: list of {"host", "ip", "num_gpus", "worker_node"}.
+
+def one_alive_per_ip(nodes):
+    """({ip: node}, [ip, ...]): the one ALIVE node of each IP, and the IPs that have several.
+
+    After a node restarts, Ray lists the replaced node as ALIVE beside the new one until its
+    health checks fail; while an IP has two, nothing can tell which one a job would land on.
+    """
+    grouped = alive_by_ip(nodes)
+    return ({ip: found[0] for ip, found in grouped.items() if len(found) == 1},
+            sorted(ip for ip, found in grouped.items() if len(found) > 1))
+
+
+def worker_readiness(nodes, expected):
+    """The readiness rule: may a job be scheduled on every expected worker now?
+
+    expected: list of {"host", "ip", "num_gpus", "worker_node"} and, for a worker this run
+    (re)started, "started_after_ms": when its `ray start` began, on the worker's own clock.
+    A worker is ready when exactly one non-head node is ALIVE on its IP, started no earlier
+    than that, with the expected worker_node and GPU resources. The node it replaced must no
+    longer be ALIVE: Ray keeps listing it for a while and may schedule work onto it.
     Returns (ready, missing) where missing lists "host (ip): reason" strings.
     """
-    alive = [n for n in nodes if n["state"] == "ALIVE" and not n["is_head_node"]]
+    grouped = alive_by_ip(n for n in nodes if not n["is_head_node"])
     missing = []
     for want in expected:
-        # Right after a restart the old node may still be listed ALIVE: the newest one counts.
-        found = sorted((n for n in alive if n["node_ip"] == want["ip"]),
-                       key=lambda n: n.get("start_time_ms") or 0, reverse=True)
+        found = grouped.get(want["ip"], [])
+        where = "{} ({})".format(want["host"], want["ip"])
         if not found:
-            missing.append("{} ({}): not in the cluster".format(want["host"], want["ip"]))
+            missing.append(f"{where}: not in the cluster")
             continue
-        res = found[0]["resources_total"]
+        if len(found) > 1:
+            missing.append(f"{where}: {len(found)} ALIVE nodes on this IP, "
+                           "waiting for the replaced one to be declared dead")
+            continue
+        node = found[0]
+        started_after = want.get("started_after_ms")
+        if started_after and (node.get("start_time_ms") or 0) < int(started_after):
+            missing.append(f"{where}: only the node it replaces is listed, waiting for the new one")
+            continue
+        res = node["resources_total"]
         problems = []
         if float(res.get("worker_node", 0)) != float(want["worker_node"]):
             problems.append("worker_node={}, want {}".format(res.get("worker_node", 0), want["worker_node"]))
         if float(res.get("GPU", 0)) != float(want["num_gpus"]):
             problems.append("GPU={}, want {}".format(res.get("GPU", 0), want["num_gpus"]))
         if problems:
-            missing.append("{} ({}): {}".format(want["host"], want["ip"], ", ".join(problems)))
+            missing.append("{}: {}".format(where, ", ".join(problems)))
     return not missing, missing
 
 

@@ -65,9 +65,13 @@ def nodes():
 
 
 def alive_by_ip():
-    """The newest ALIVE node per IP (a restarted node's old entry may linger as ALIVE for seconds)."""
-    alive = sorted((n for n in nodes() if n["state"] == "ALIVE"), key=lambda n: n.get("start_time_ms") or 0)
-    return {n["node_ip"]: n for n in alive}
+    """The ALIVE node of each IP, by the readiness rule's own definition (module_utils/ray_cluster.py).
+
+    It does not wait: after up.yml says ready, no IP may have two ALIVE nodes (issue 8).
+    """
+    alive, ambiguous = ray_cluster.one_alive_per_ip(nodes())
+    assert not ambiguous, f"several ALIVE nodes on {ambiguous}"
+    return alive
 
 
 def wait_for(predicate, timeout, what):

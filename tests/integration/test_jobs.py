@@ -54,6 +54,13 @@ def ray_jobs():
     return {j.submission_id: j for j in client.list_jobs()}
 
 
+def ray_logs(sid):
+    import ray_cluster
+
+    ray_cluster.prepare_client_env(TOKEN)
+    return ray_cluster.job_client("http://198.18.0.10:8265", ray_cluster.read_token(TOKEN)).get_job_logs(sid)
+
+
 def test_smoke_runs_on_a_worker_and_leaves_a_complete_record():
     sid = new_id("smoke")
     run = playbook("submit.yml", "-e", "spec=smoke", "-e", f"submission_id={sid}", "-e", "wait=true")
@@ -192,6 +199,8 @@ def start_long_job(prefix, entrypoint):
 
 def test_stop_status_and_logs_of_a_running_job():
     sid = start_long_job("stop", "echo started-long-job; sleep 300")
+    # RUNNING comes before the driver's first line reaches the log: wait for the line itself.
+    wait_for(lambda: "started-long-job" in ray_logs(sid), 60, f"{sid}'s first log line")
     logs = playbook("job.yml", "-e", f"id={sid}", "-e", "do=logs")
     assert logs.rc == 0 and "started-long-job" in logs.out, logs
     stop = playbook("job.yml", "-e", f"id={sid}", "-e", "do=stop")

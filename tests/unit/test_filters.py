@@ -4,10 +4,13 @@ from cluster_filters import ray_expected_workers, ray_status_summary
 
 
 def test_expected_workers_skip_hosts_that_failed_earlier():
-    hostvars = {"w1": {"ray_worker_expect": {"host": "w1", "ip": "10.0.0.11", "num_gpus": "4", "worker_node": "1"}},
-                "w2": {"ansible_host": "10.0.0.12"}}
-    assert ray_expected_workers(["w1", "w2"], hostvars) == [
-        {"host": "w1", "ip": "10.0.0.11", "num_gpus": 4, "worker_node": 1.0}]
+    hostvars = {"w1": {"ray_worker_expect": {"host": "w1", "ip": "10.0.0.11", "num_gpus": "4", "worker_node": "1",
+                                             "started_after_ms": "1700000000000"}},
+                "w2": {"ansible_host": "10.0.0.12"},
+                "w3": {"ray_worker_expect": {"host": "w3", "ip": "10.0.0.13", "num_gpus": 0, "worker_node": 1}}}
+    assert ray_expected_workers(["w1", "w2", "w3"], hostvars) == [
+        {"host": "w1", "ip": "10.0.0.11", "num_gpus": 4, "worker_node": 1.0, "started_after_ms": 1700000000000},
+        {"host": "w3", "ip": "10.0.0.13", "num_gpus": 0, "worker_node": 1.0, "started_after_ms": 0}]
 
 
 def test_status_summary_lists_nodes_jobs_and_mounts():

@@ -67,10 +67,34 @@ def test_client_env_clears_stray_variables_and_sets_token(tmp_path):
     assert rc.auth_headers(None) == {}
 
 
-def test_the_newest_of_two_alive_entries_for_one_ip_counts():
+def test_two_alive_entries_for_one_ip_are_not_ready_until_the_old_one_is_dead():
+    # Right after a restart Ray lists the replaced node ALIVE beside the new one (issue 8).
     old = {**node("10.0.0.11", GPU=4.0, worker_node=1.0), "node_id": "old", "start_time_ms": 1}
     new = {**node("10.0.0.11", GPU=2.0, worker_node=1.0), "node_id": "new", "start_time_ms": 2}
     want = [{**WORKERS[0], "num_gpus": 2}]
-    assert rc.worker_readiness([old, new], want) == (True, [])
-    assert rc.worker_readiness([new, old], want) == (True, [])
-    assert not rc.worker_readiness([new, old], WORKERS[:1])[0]
+    for listing in ([old, new], [new, old]):
+        ready, missing = rc.worker_readiness(listing, want)
+        assert not ready and missing == [
+            "w1 (10.0.0.11): 2 ALIVE nodes on this IP, waiting for the replaced one to be declared dead"]
+    assert rc.worker_readiness([{**old, "state": "DEAD"}, new], want) == (True, [])
+    # Even when the old entry has the wanted resources, it alone cannot make the gate pass.
+    assert not rc.worker_readiness([old, {**new, "resources_total": old["resources_total"]}], WORKERS[:1])[0]
+
+
+def test_a_restarted_worker_counts_only_once_the_new_node_is_listed():
+    old = {**node("10.0.0.11", GPU=4.0, worker_node=1.0), "start_time_ms": 1000}
+    want = [{**WORKERS[0], "started_after_ms": 2000}]
+    ready, missing = rc.worker_readiness([old], want)
+    assert not ready and missing == ["w1 (10.0.0.11): only the node it replaces is listed, waiting for the new one"]
+    new = {**old, "node_id": "new", "start_time_ms": 2500}
+    assert rc.worker_readiness([{**old, "state": "DEAD"}, new], want) == (True, [])
+    # A worker this run did not restart has no start bound.
+    assert rc.worker_readiness([old], [{**WORKERS[0], "started_after_ms": 0}]) == (True, [])
+
+
+def test_one_alive_per_ip_names_the_ambiguous_ips():
+    a = node("10.0.0.11")
+    b = {**node("10.0.0.11"), "node_id": "b"}
+    dead = node("10.0.0.12", state="DEAD")
+    head = node("10.0.0.10", head=True)
+    assert rc.one_alive_per_ip([a, b, dead, head]) == ({"10.0.0.10": head}, ["10.0.0.11"])

@@ -101,3 +101,48 @@ def test_exception_without_a_message_still_fails_cleanly(cluster, capsys):
     cluster["nodes"] = TimeoutError()
     code, out = run(capsys, dashboard_url=URL)
     assert code == 1 and out["msg"].startswith(f"cannot read the Ray cluster at {URL}: ")
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+def test_wait_looks_again_until_the_replaced_node_is_dead(monkeypatch):
+    old = {**W1, "node_id": "old", "start_time_ms": 1}
+    new = {**W1, "node_id": "new", "start_time_ms": 2}
+    listings = [RuntimeError("connection refused"), [HEAD, old, new], [HEAD, {**old, "state": "DEAD"}, new]]
+    def list_nodes(url):
+        answer = listings.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(rc, "list_nodes", list_nodes)
+    clock = FakeClock()
+    _, ready, missing = ray_cluster_info.read_nodes_until_ready(URL, EXPECTED[:1], 10, clock, clock.sleep)
+    assert ready and missing == [] and clock.now == 2 and not listings
+
+
+def test_wait_gives_up_after_wait_s_with_what_is_missing(monkeypatch):
+    monkeypatch.setattr(rc, "list_nodes", lambda url: [HEAD, W1])
+    clock = FakeClock()
+    _, ready, missing = ray_cluster_info.read_nodes_until_ready(URL, EXPECTED, 3, clock, clock.sleep)
+    assert not ready and missing == ["w2 (10.0.0.12): not in the cluster"] and clock.now == 3
+
+
+def test_wait_raises_the_last_error_when_the_cluster_never_answers(monkeypatch):
+    def refuse(url):
+        raise RuntimeError("connection refused")
+
+    monkeypatch.setattr(rc, "list_nodes", refuse)
+    clock = FakeClock()
+    with pytest.raises(RuntimeError):
+        ray_cluster_info.read_nodes_until_ready(URL, EXPECTED, 2, clock, clock.sleep)
+    assert clock.now == 2

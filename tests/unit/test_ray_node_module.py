@@ -128,7 +128,9 @@ def test_drifted_busy_node_restarts_with_force(host, head, capsys):
     assert code == 0 and out["changed"] is True and out["action"] == "restart"
     assert out["reason"] == "configuration changed"
     assert "+--dashboard-port=8266" in out["changes"] and "---dashboard-port=8265" in out["changes"]
-    assert [c[1:3] for c in host.commands[1:]] == [["stop", "--force"], ["start", "--node-ip-address=10.0.0.10"]]
+    # A graceful stop: the raylet leaves the cluster at once instead of lingering ALIVE (issue 8).
+    assert [c[1:3] for c in host.commands[1:]] == [["stop", "--grace-period=10"], ["start", "--node-ip-address=10.0.0.10"]]
+    assert out["started_at_ms"] > 1_700_000_000_000
     assert host.killed == [555]  # a driver `ray stop` left behind
     assert "--dashboard-port=8266" in read_state(head)["argv"]
 
@@ -191,7 +193,7 @@ def test_stop_runs_ray_stop_and_kills_orphaned_drivers(host, head, capsys):
     host.drivers = [555, 556]
     code, out = run(capsys, {"state": "stopped", "python": PYTHON, "state_file": head["state_file"]})
     assert code == 0 and out["changed"] is True and out["action"] == "stop"
-    assert host.commands == [[RAY, "stop", "--force"]]
+    assert host.commands == [[RAY, "stop", "--grace-period=10"]]
     assert host.killed == [555, 556] and out["killed_driver_pids"] == [555, 556]
     assert out["reason"] == "stopping 1 raylet(s), 2 driver(s)"
     assert not os.path.exists(head["state_file"])
