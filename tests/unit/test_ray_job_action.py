@@ -190,3 +190,17 @@ def test_check_mode_shows_exactly_what_is_submitted(ray, ray_config, inventory, 
     assert f"head | entrypoint: {call['entrypoint']}" in shown
     with open(os.path.join(ray_config["shared_root"], "jobs", "chk-1", "config", "submit_cmd.txt")) as handle:
         assert handle.read().strip() == checked["submit_cmd"]
+
+
+def test_connection_comes_from_the_inventory_unless_the_task_sets_it(inventory):
+    templar = Templar(inventory)
+    args, python = action.ray_action.connection(templar, {}, address="ray_config")
+    assert args == {"ray_config": inventory["ray_config"], "token_path": "/etc/ray-verl/ray_token"}
+    assert python == "/opt/ray/bin/python"
+    args, python = action.ray_action.connection(
+        templar, {"token_path": "/t", "python": "/p", "ray_config": {"address": "x"}}, address="ray_config")
+    assert args == {"ray_config": {"address": "x"}, "token_path": "/t"} and python == "/p"
+    no_auth = Templar({**inventory, "ray_auth_enabled": False, "ray_dashboard_url": "http://h:8265"})
+    assert action.ray_action.connection(no_auth, {}, address="dashboard_url")[0] == {"dashboard_url": "http://h:8265"}
+    with pytest.raises(AnsibleUndefinedVariable):
+        action.ray_action.connection(Templar({}), {}, address="ray_config")
