@@ -20,30 +20,48 @@ import time
 import xml.etree.ElementTree as ET
 
 try:
+    from ansible.module_utils import regression_gates, verl_metrics
     from ansible.module_utils.conventions import job_dir, one_line, regression_dir
     from ansible.module_utils.job_record import now_ms, read_json, write_text
 except ImportError:
+    import regression_gates
+    import verl_metrics
     from conventions import job_dir, one_line, regression_dir
     from job_record import now_ms, read_json, write_text
 
 LOG_TAIL_LINES = 40
 MESSAGE_WIDTH = 200
 TREND_RUNS = 5
+TREND_FILE = "trend.svg"
+# Per-entry values kept in report.json for the trend plot: (label, metrics.jsonl name, reduction).
+TREND_METRICS = (("last loss", "loss", "last"), ("last reward", "reward", "last"),
+                 ("mean step s", "step_time_s", "mean"))
 # Characters XML 1.0 forbids even escaped (ANSI colour codes in logs are the usual ones).
 _XML_INVALID = re.compile("[^\x09\x0a\x0d\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
-def entry_result(entry_name, spec, submission_id, status, log_tail, record_dir):
-    """One suite entry's result from its job's status.json (None if the job left none)."""
+def entry_result(entry_name, spec, submission_id, status, log_tail, record_dir, metric_rows=None, gates=None):
+    """One suite entry's result from its job's status.json (None if the job left none).
+
+    metric_rows are the job's per-step metrics (verl_metrics rows); gates the entry's checked gates, evaluated
+    against them: the entry passes when its job succeeded and every gate holds.
+    """
     get = (status or {}).get
     phases = get("phases") or {}
     state = get("state") or "MISSING"
+    rows = metric_rows or []
+    gate_results = regression_gates.evaluate_all(gates, rows) if state == "SUCCEEDED" else []
     return {
         "name": entry_name,
         "spec": spec,
         "submission_id": submission_id,
         "state": state,
-        "passed": state == "SUCCEEDED",
+        "passed": state == "SUCCEEDED" and all(g["ok"] for g in gate_results),
+        "gates": gate_results,
+        # The record holds metrics.svg whenever the job printed metrics (the job follower or the report writes it).
+        "metrics_plot": bool(rows),
+        "metrics": {label: regression_gates.reduce_values([v for _, v in verl_metrics.series(rows, name)], at)
+                    for label, name, at in TREND_METRICS},
         "durations": {key: phases.get(key) for key in ("pending_s", "running_s", "total_s")},
         "steps": get("steps"),
         "first_loss": get("first_loss"),
@@ -129,8 +147,8 @@ def junit_xml(report):
             continue
         failures += 1
         message = "; ".join(([] if entry["passed"] else [_failure_text(entry)]) + [f"regression: {n}" for n in notes])
-        failure = ET.SubElement(case, "failure", message=_xml_text(message),
-                                type="REGRESSION" if entry["passed"] else entry["state"])
+        kind = "REGRESSION" if entry["passed"] else ("GATE" if entry["state"] == "SUCCEEDED" else entry["state"])
+        failure = ET.SubElement(case, "failure", message=_xml_text(message), type=kind)
         failure.text = _xml_text(f"record: {entry['record']}\n\n{entry['log_tail']}")
     for element in (suites, suite):
         element.set("tests", str(len(report["entries"])))
@@ -154,20 +172,32 @@ def summary_md(report, previous):
         "",
         f"Run `{report['run_id']}`, started {_iso(report['started_at'])}, wall time {_duration(report['wall_s'])}.",
         "",
-        "| entry | state | steps | loss first → last | total s | record |",
-        "|---|---|---|---|---|---|",
+        "| entry | state | steps | loss first → last | last reward | gates | total s | record | plot |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for e in report["entries"]:
         state = e["state"] + (" (regressed)" if e["name"] in regressed else "")
+        if e["state"] == "SUCCEEDED" and not e["passed"]:
+            state += " (gate failed)"
         loss = f"{_fmt_loss(e['first_loss'])} → {_fmt_loss(e['last_loss'])}"
-        record = f"[{e['submission_id']}]({_record_link(e['submission_id'])})" if e["submission_id"] else "–"
-        cells = [e["name"], state, _fmt(e["steps"]), loss, _fmt_seconds(e["durations"].get("total_s")), record]
-        lines.append("| " + " | ".join(_md(c) for c in cells) + " |")
+        gates = e.get("gates") or []
+        gate_cell = f"{sum(g['ok'] for g in gates)}/{len(gates)}" if gates else "–"
+        reward = _fmt_loss((e.get("metrics") or {}).get("last reward"))
+        cells = [_md(c) for c in (e["name"], state, _fmt(e["steps"]), loss, reward, gate_cell,
+                                  _fmt_seconds(e["durations"].get("total_s")))]
+        link = _record_link(e["submission_id"]) if e["submission_id"] else None
+        cells.append(f"[{_md(e['submission_id'])}]({link})" if link else "–")
+        cells.append(f"[metrics]({link}{verl_metrics.PLOT_FILE})" if link and e.get("metrics_plot") else "–")
+        lines.append("| " + " | ".join(cells) + " |")
+    gate_lines = [f"- {'✓' if g['ok'] else '✗'} **{_md(e['name'])}** {_md(g['message'])}"
+                  for e in report["entries"] for g in e.get("gates") or []]
+    if gate_lines:
+        lines += ["", "## Gates", ""] + gate_lines
     failed = [e for e in report["entries"] if not e["passed"]]
     if failed:
         lines += ["", "## Failures", ""]
         lines += [f"- **{e['name']}**: {_md(_failure_text(e))}" for e in failed]
-    lines += ["", "## Compared with previous runs", ""]
+    lines += ["", f"Trend across runs: [{TREND_FILE}]({TREND_FILE})", "", "## Compared with previous runs", ""]
     if not previous:
         lines.append("No earlier run of this suite.")
         return "\n".join(lines) + "\n"
@@ -199,10 +229,30 @@ def _trends(entries, older):
     return out
 
 
+def trend_svg(report, previous):
+    """The suite's trend plot: per entry and TREND_METRICS value (and total s), one point per run, oldest first."""
+    runs = previous[:TREND_RUNS][::-1] + [report]
+    charts = []
+    for entry in report["entries"]:
+        getters = [(label, lambda e, label=label: (e.get("metrics") or {}).get(label)) for label, _, _ in TREND_METRICS]
+        getters.append(("total s", lambda e: (e.get("durations") or {}).get("total_s")))
+        for label, get in getters:
+            points = []
+            for i, run in enumerate(runs, start=1):
+                old = next((e for e in run.get("entries", []) if e.get("name") == entry["name"]), None)
+                value = _number(get(old)) if old else None
+                if value is not None and math.isfinite(value):
+                    points.append((i, value))
+            charts.append((f"{entry['name']}: {label}", points))
+    title = f"{report['suite']}: the last {len(runs)} runs (x: run, oldest 1 → this run {len(runs)})"
+    return verl_metrics.svg_charts(title, charts, x_label="run")
+
+
 def write_report(run_dir, report, previous):
-    """Write summary.md, junit.xml and report.json; report.json last, as it marks the run complete."""
+    """Write summary.md, junit.xml, trend.svg and report.json; report.json last, as it marks the run complete."""
     os.makedirs(run_dir, exist_ok=True)
-    paths = {name: os.path.join(run_dir, name) for name in ("summary.md", "junit.xml", "report.json")}
+    paths = {name: os.path.join(run_dir, name) for name in ("summary.md", "junit.xml", TREND_FILE, "report.json")}
+    write_text(paths[TREND_FILE], trend_svg(report, previous))
     write_text(paths["summary.md"], summary_md(report, previous))
     write_text(paths["junit.xml"], junit_xml(report))
     write_text(paths["report.json"], json.dumps(report, indent=2, sort_keys=True, default=str) + "\n")
@@ -301,7 +351,10 @@ def _read_holder(fd):
 
 
 def _failure_text(entry):
-    """`FAILED / DEADLINE_EXCEEDED / RuntimeError: message`."""
+    """`FAILED / DEADLINE_EXCEEDED / RuntimeError: message`, or the failed gates of a job that succeeded."""
+    failed_gates = [g["message"] for g in entry.get("gates") or [] if not g["ok"]]
+    if entry["state"] == "SUCCEEDED" and failed_gates:
+        return "; ".join(failed_gates)
     head = " / ".join(str(p) for p in (entry["state"], entry["reason"], entry["error_type"]) if p)
     return f"{head}: {entry['message']}" if entry["message"] else head
 

@@ -12,6 +12,11 @@ Writes, deterministically (fixed seeds):
   template, pad and eos tokens) saved beside it, so model.path alone is enough for verl;
 * OUT_DIR/data/train.parquet and val.parquet - a `messages` column (list of {role, content}) as verl's
   MultiTurnSFTDataset reads it (data.messages_key=messages);
+* OUT_DIR/data/rl_train.parquet and rl_val.parquet - the same questions for PPO/GRPO (verl's RLHFDataset):
+  `prompt` (the user turn as chat messages), `data_source`, `reward_model` ({style, ground_truth}: the answer)
+  and `extra_info`;
+* OUT_DIR/reward/tiny_reward.py - the rule-based reward function for those rows (a copy of
+  scripts/tiny_reward.py: compute_score, a character-bigram F1 against the answer);
 * OUT_DIR/manifest.json - written last, naming every file and its size.
 
 Idempotent: when the manifest exists and every file it names is there with its recorded size, the script says so
@@ -33,6 +38,10 @@ TRAIN_ROWS = 64
 VAL_ROWS = 16
 VOCAB_SIZE = 512
 MANIFEST = "manifest.json"
+# Bumped whenever what the script writes changes, so an older complete set is rewritten, not kept.
+ASSETS_VERSION = 2
+DATA_SOURCE = "tiny"
+REWARD_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tiny_reward.py")
 
 # ChatML without a default system prompt. verl tokenizes each turn on its own and checks that the concatenation
 # equals the whole conversation; a template that renders every message independently of the others (no implicit
@@ -51,11 +60,14 @@ MODEL_CONFIG = {
     "hidden_size": 64,
     "intermediate_size": 128,
     "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
+    # head_dim 32 (64 / 2): vLLM's CPU attention refuses 16 ("Unsupported CPU attention configuration").
+    "num_attention_heads": 2,
+    "num_key_value_heads": 1,
     "max_position_embeddings": 512,
     "tie_word_embeddings": True,
 }
+
+SUBDIRS = ("model", "data", "reward")
 
 _NAMES = ["Ada", "Bob", "Cleo", "Dan", "Eve", "Finn", "Gia", "Hal"]
 _COLOURS = ["red", "green", "blue", "yellow", "black", "white"]
@@ -101,7 +113,7 @@ def read_manifest(out_dir: str) -> dict | None:
         files = manifest["files"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if not files:
+    if not files or manifest.get("assets_version") != ASSETS_VERSION:
         return None
     for rel, size in files.items():
         full = os.path.join(out_dir, rel)
@@ -184,15 +196,35 @@ def write_parquet(rows: list[list[dict[str, str]]], path: str) -> None:
     pq.write_table(table, path)
 
 
+def rl_row(messages: list[dict[str, str]], index: int, split: str) -> dict:
+    """A PPO/GRPO row from a conversation: its first question as the prompt, its first answer as ground truth."""
+    return {
+        "data_source": DATA_SOURCE,
+        "prompt": [messages[0]],
+        "reward_model": {"style": "rule", "ground_truth": messages[1]["content"]},
+        "extra_info": {"split": split, "index": index},
+    }
+
+
+def write_rl_parquet(rows: list[list[dict[str, str]]], path: str, split: str) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    records = [rl_row(messages, i, split) for i, messages in enumerate(rows)]
+    pq.write_table(pa.Table.from_pylist(records), path)
+
+
 def write_assets(out_dir: str, seed: int = SEED) -> dict:
     """Write model/ and data/ afresh (dropping any partial ones), then the manifest last."""
     train_rows = make_rows(TRAIN_ROWS, seed)
     val_rows = make_rows(VAL_ROWS, seed + 1)
     os.makedirs(out_dir, exist_ok=True)
-    for sub in ("model", "data"):
+    for sub in SUBDIRS:
         shutil.rmtree(os.path.join(out_dir, sub), ignore_errors=True)
     model_dir, data_dir = os.path.join(out_dir, "model"), os.path.join(out_dir, "data")
     os.makedirs(data_dir)
+    os.makedirs(os.path.join(out_dir, "reward"))
+    shutil.copyfile(REWARD_SOURCE, os.path.join(out_dir, "reward", "tiny_reward.py"))
 
     texts = [render_chat(m) for m in train_rows + val_rows]
     tokenizer = build_tokenizer(texts)
@@ -201,13 +233,16 @@ def write_assets(out_dir: str, seed: int = SEED) -> dict:
     tokenizer.save_pretrained(model_dir)
     write_parquet(train_rows, os.path.join(data_dir, "train.parquet"))
     write_parquet(val_rows, os.path.join(data_dir, "val.parquet"))
+    write_rl_parquet(train_rows, os.path.join(data_dir, "rl_train.parquet"), "train")
+    write_rl_parquet(val_rows, os.path.join(data_dir, "rl_val.parquet"), "val")
 
     files = {}
-    for sub in ("model", "data"):
+    for sub in SUBDIRS:
         for name in sorted(os.listdir(os.path.join(out_dir, sub))):
             rel = f"{sub}/{name}"
             files[rel] = os.path.getsize(os.path.join(out_dir, rel))
     manifest = {
+        "assets_version": ASSETS_VERSION,
         "seed": seed,
         "train_rows": TRAIN_ROWS,
         "val_rows": VAL_ROWS,

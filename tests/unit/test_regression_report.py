@@ -165,7 +165,7 @@ def test_summary_headline_table_and_records():
     lines = md.splitlines()
     assert lines[0] == "# FAIL: nightly, 1/2 passed, 1 failed"
     assert "`run-7`" in lines[2] and "1m 00s" in lines[2]
-    assert "| smoke | SUCCEEDED | 2 | 6 → 5.75 | 22.8 | [smoke-aa11](../../jobs/smoke-aa11/) |" in lines
+    assert "| smoke | SUCCEEDED | 2 | 6 → 5.75 | – | – | 22.8 | [smoke-aa11](../../jobs/smoke-aa11/) | – |" in lines
     assert "- **sft**: FAILED / PENDING_TIMEOUT" in lines
     odd = rr.summary_md(report("run-9", [result("a|b", status(state="FAILED", message="<class 'X'>"))]), [])
     assert "| a\\|b | FAILED |" in odd and "- **a|b**: FAILED: &lt;class 'X'>" in odd

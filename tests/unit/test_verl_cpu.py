@@ -106,7 +106,7 @@ def _fake_complete_outputs(out_dir):
             f.write(data)
         files[rel] = len(data)
     with open(os.path.join(out_dir, make_tiny_assets.MANIFEST), "w") as f:
-        json.dump({"files": files}, f)
+        json.dump({"assets_version": make_tiny_assets.ASSETS_VERSION, "files": files}, f)
     return files
 
 
@@ -123,6 +123,25 @@ def test_read_manifest_checks_every_file_and_size(tmp_path):
     assert make_tiny_assets.read_manifest(out) is None
     (tmp_path / make_tiny_assets.MANIFEST).write_text("not json")
     assert make_tiny_assets.read_manifest(out) is None
+
+
+def test_manifest_of_an_older_asset_version_is_incomplete(tmp_path):
+    files = _fake_complete_outputs(str(tmp_path))
+    (tmp_path / make_tiny_assets.MANIFEST).write_text(json.dumps({"assets_version": 1, "files": files}))
+    assert make_tiny_assets.read_manifest(str(tmp_path)) is None
+
+
+def test_rl_row_asks_the_first_question_and_keeps_its_answer():
+    messages = make_tiny_assets.make_rows(1, 3)[0]
+    row = make_tiny_assets.rl_row(messages, 5, "train")
+    assert row["prompt"] == [messages[0]] and messages[0]["role"] == "user"
+    assert row["reward_model"] == {"style": "rule", "ground_truth": messages[1]["content"]}
+    assert row["data_source"] == make_tiny_assets.DATA_SOURCE and row["extra_info"] == {"split": "train", "index": 5}
+
+
+def test_tiny_model_head_dim_is_what_vllm_cpu_accepts():
+    config = make_tiny_assets.MODEL_CONFIG
+    assert config["hidden_size"] // config["num_attention_heads"] == 32
 
 
 def test_main_leaves_complete_outputs_alone(tmp_path, monkeypatch, capsys):

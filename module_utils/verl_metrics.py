@@ -1,0 +1,198 @@
+"""verl's per-step metrics, read from its console logger, as metrics.jsonl and an SVG plot in a job's record.
+
+verl's console logger prints one line per step, `step:N - key:value - key:value ...` (SFT prints the last step's
+`val/loss` on a line of its own). parse_log turns a driver log into one row per step: every numeric value verl
+printed (`metrics`), plus the few that people compare across workloads under one name each (SUMMARY_KEYS): SFT's
+train/loss and PPO's actor/pg_loss are both `loss`, and so on. The rows go to the record as metrics.jsonl and as
+metrics.svg, small line charts drawn here with plain strings (no plotting library on the nodes).
+
+Imported by modules as ansible.module_utils.verl_metrics and by scripts as plain `verl_metrics`: standard
+library only.
+"""
+
+import json
+import math
+import re
+from xml.sax.saxutils import escape
+
+METRICS_FILE = "metrics.jsonl"
+PLOT_FILE = "metrics.svg"
+
+# Name in metrics.jsonl -> verl's keys for it, first found wins (SFT, then PPO/GRPO names).
+SUMMARY_KEYS = {
+    "loss": ("train/loss", "actor/pg_loss"),
+    "reward": ("critic/score/mean", "critic/rewards/mean", "reward/mean"),
+    "kl": ("actor/kl_loss", "actor/ppo_kl"),
+    "entropy": ("actor/entropy", "actor/entropy_loss"),
+    "grad_norm": ("train/grad_norm", "actor/grad_norm"),
+    "critic_loss": ("critic/vf_loss",),
+    "response_length": ("response_length/mean",),
+    "step_time_s": ("timing_s/step",),
+    "throughput": ("perf/throughput", "train/global_tokens"),
+    "val_loss": ("val/loss",),
+}
+# Charted in this order when present; each gets a panel.
+PLOT_SERIES = ("loss", "reward", "kl", "entropy", "grad_norm", "critic_loss", "response_length", "step_time_s")
+
+# The line's own step: at the start of the line or after a prefix such as Ray's "(TaskRunner pid=1) ",
+# never the end of a key like training/global_step:3.
+_STEP = re.compile(r"(?:^|\s)step:(\d+) - ")
+_PAIR = re.compile(r"(?:^|\s-\s)([A-Za-z_][\w/().@-]*):\s*([^\s]+)")
+# numpy 2 reprs scalars as np.float64(0.5); pprint of a plain float is just 0.5.
+_NP_SCALAR = re.compile(r"^(?:np|numpy)\.\w+\((.*)\)$")
+
+
+def _number(text):
+    """A finite float from how verl printed a value, or None (words, nan, inf, booleans)."""
+    match = _NP_SCALAR.match(text)
+    if match:
+        text = match.group(1)
+    if text in ("True", "False"):
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def parse_line(line):
+    """(step, {key: value}) from one console-logger line, or None if it is not one."""
+    match = _STEP.search(line)
+    if not match:
+        return None
+    values = {}
+    for key, raw in _PAIR.findall(" - " + line[match.end():]):
+        value = _number(raw)
+        if value is not None:
+            values[key] = value
+    return (int(match.group(1)), values) if values else None
+
+
+def summarize(metrics):
+    """The SUMMARY_KEYS view of one step's verl metrics (names without a value are left out)."""
+    out = {}
+    for name, keys in SUMMARY_KEYS.items():
+        for key in keys:
+            if key in metrics:
+                out[name] = metrics[key]
+                break
+    return out
+
+
+def parse_log(text):
+    """One row per step, in step order: {"step": N, <summary names>..., "metrics": {verl key: value}}.
+
+    A step printed twice (SFT's validation line, a resumed run's replay) merges into one row; a restarted
+    trainer's repeated steps take the newest values.
+    """
+    steps = {}
+    for line in (text or "").splitlines():
+        parsed = parse_line(line)
+        if parsed:
+            step, values = parsed
+            steps.setdefault(step, {}).update(values)
+    return [{"step": step, **summarize(values), "metrics": dict(sorted(values.items()))}
+            for step, values in sorted(steps.items())]
+
+
+def jsonl(rows):
+    return "".join(json.dumps(row, sort_keys=True) + "\n" for row in rows)
+
+
+def read_jsonl(path):
+    """Rows of a metrics.jsonl; [] when missing; unreadable lines skipped."""
+    rows = []
+    try:
+        with open(path, encoding="utf-8") as handle:
+            for line in handle:
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(row, dict) and isinstance(row.get("step"), int):
+                    rows.append(row)
+    except OSError:
+        return []
+    return rows
+
+
+def series(rows, name):
+    """[(step, value)] of one summary name or verl key across rows."""
+    out = []
+    for row in rows:
+        value = row.get(name, (row.get("metrics") or {}).get(name))
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            out.append((row["step"], float(value)))
+    return out
+
+
+# --- SVG ---
+
+PANEL_W, PANEL_H, PAD_L, PAD_R, PAD_T, PAD_B = 320, 170, 56, 12, 26, 28
+COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
+
+
+def _fmt(value):
+    if value == 0:
+        return "0"
+    if abs(value) >= 1000 or abs(value) < 0.01:
+        return f"{value:.2e}"
+    return f"{value:.3g}"
+
+
+def _panel(x0, y0, title, points, colour, x_label):
+    """One chart: a framed plot area, min/max labels on both axes, the line and its points."""
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    x_lo, x_hi = min(xs), max(xs)
+    y_lo, y_hi = min(ys), max(ys)
+    if x_hi == x_lo:
+        x_lo, x_hi = x_lo - 1, x_hi + 1
+    if y_hi == y_lo:
+        pad = abs(y_lo) * 0.1 or 1.0
+        y_lo, y_hi = y_lo - pad, y_hi + pad
+    left, top = x0 + PAD_L, y0 + PAD_T
+    width, height = PANEL_W - PAD_L - PAD_R, PANEL_H - PAD_T - PAD_B
+
+    def at(x, y):
+        return (left + (x - x_lo) / (x_hi - x_lo) * width, top + (y_hi - y) / (y_hi - y_lo) * height)
+
+    coords = [at(x, y) for x, y in points]
+    path = " ".join(f"{x:.1f},{y:.1f}" for x, y in coords)
+    parts = [
+        f'<text x="{left}" y="{y0 + 16}" font-size="12" font-weight="bold">{escape(title)}</text>',
+        f'<rect x="{left}" y="{top}" width="{width}" height="{height}" fill="none" stroke="#999"/>',
+        f'<text x="{left - 4}" y="{top + 9}" font-size="10" text-anchor="end">{_fmt(y_hi)}</text>',
+        f'<text x="{left - 4}" y="{top + height}" font-size="10" text-anchor="end">{_fmt(y_lo)}</text>',
+        f'<text x="{left}" y="{top + height + 13}" font-size="10">{_fmt(x_lo)}</text>',
+        f'<text x="{left + width}" y="{top + height + 13}" font-size="10" text-anchor="end">{_fmt(x_hi)}</text>',
+        (f'<text x="{left + width / 2}" y="{top + height + 13}" font-size="10" text-anchor="middle">'
+         f'{escape(x_label)}</text>'),
+    ]
+    if len(coords) > 1:
+        parts.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"/>')
+    parts += [f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{colour}"/>' for x, y in coords]
+    return parts
+
+
+def svg_charts(title, charts, x_label="step", columns=2):
+    """An SVG of small line charts, `charts` = [(name, [(x, y), ...])]; charts without points are left out."""
+    charts = [(name, points) for name, points in charts if points]
+    rows = max(1, math.ceil(len(charts) / columns))
+    width, height = PANEL_W * columns, PANEL_H * rows + 30
+    parts = [(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+              f'viewBox="0 0 {width} {height}" font-family="sans-serif">'),
+             f'<rect width="{width}" height="{height}" fill="white"/>',
+             f'<text x="8" y="20" font-size="14" font-weight="bold">{escape(title)}</text>']
+    if not charts:
+        parts.append('<text x="8" y="50" font-size="12">no values yet</text>')
+    for i, (name, points) in enumerate(charts):
+        x0, y0 = (i % columns) * PANEL_W, 30 + (i // columns) * PANEL_H
+        parts += _panel(x0, y0, name, points, COLOURS[i % len(COLOURS)], x_label)
+    parts.append("</svg>")
+    return "\n".join(parts) + "\n"
+
+
+def plot_svg(rows, title):
+    """The per-job plot: a panel per PLOT_SERIES name that has values."""
+    return svg_charts(title, [(name, series(rows, name)) for name in PLOT_SERIES])
