@@ -9,6 +9,10 @@ description:
   - Reads each suite entry's job record (C(<shared_root>/jobs/<run_id>-<entry>/status.json) and its driver log),
     compares the run with the suite's earlier runs, and writes C(<shared_root>/regression/<run_id>/).
   - An entry that could not be submitted (a bad spec, say) is reported as failed with the error it got.
+  - Each entry's per-step metrics come from its record's C(metrics.jsonl) (or, when the job follower wrote
+    none, from verl's console lines in the driver log); an entry's C(gates) are checked against them, and a
+    failed gate fails the entry. A record with metrics but no C(metrics.svg) gets one.
+  - Besides report.json, junit.xml and summary.md, the run gets C(trend.svg), the suite's values across runs.
 options:
   run_id:
     description: The regression run's id.
@@ -27,7 +31,9 @@ options:
     type: path
     required: true
   entries:
-    description: The suite's entries, each with C(name) and C(spec).
+    description:
+      - The suite's entries, each with C(name) and C(spec), and optional C(gates) (module_utils/regression_gates.py
+        documents them).
     type: list
     elements: dict
     required: true
@@ -49,7 +55,9 @@ EXAMPLES = r"""
     suite: lab
     started_at: 1795323728000
     shared_root: /private
-    entries: [{name: smoke, spec: smoke}, {name: sft, spec: sft}]
+    entries:
+      - {name: smoke, spec: smoke}
+      - {name: grpo, spec: grpo, gates: [{metric: step, min: 2}, {metric: reward, at: last, min: 0.01}]}
 """
 
 RETURN = r"""
@@ -75,12 +83,30 @@ regressed_entries:
   returned: always
   type: list
   elements: str
+failed_gates:
+  description: The gates that failed, C(<entry>: <gate message>) each (the message names the metric and its value).
+  returned: always
+  type: list
+  elements: str
 """
+
+import os
 
 from ansible.module_utils import conventions
 from ansible.module_utils import job_record as jr
+from ansible.module_utils import regression_gates as rg
 from ansible.module_utils import regression_report as rr
+from ansible.module_utils import verl_metrics as vm
 from ansible.module_utils.basic import AnsibleModule
+
+
+def metric_rows(record, log, write_plot):
+    """The job's per-step metrics: its metrics.jsonl, else parsed from the driver log (plot written if missing)."""
+    rows = vm.read_jsonl(os.path.join(record, vm.METRICS_FILE)) or vm.parse_log(log)
+    plot = os.path.join(record, vm.PLOT_FILE)
+    if rows and write_plot and os.path.isdir(record) and not os.path.exists(plot):
+        jr.write_text(plot, vm.plot_svg(rows, os.path.basename(record)))
+    return rows
 
 
 def main():
@@ -97,6 +123,12 @@ def main():
     )
     p = module.params
     results = []
+    gates = {}
+    for entry in p["entries"]:
+        try:
+            gates[entry["name"]] = rg.check_gates(entry.get("gates"), f"entry {entry['name']!r} gates")
+        except rg.GateError as exc:
+            module.fail_json(msg=str(exc))
     for entry in p["entries"]:
         sid = f"{p['run_id']}-{entry['name']}"
         record = conventions.job_dir(p["shared_root"], sid)
@@ -109,7 +141,9 @@ def main():
                 log = handle.read()
         except OSError:
             log = ""
-        results.append(rr.entry_result(entry["name"], entry["spec"], sid, status, log, record))
+        rows = metric_rows(record, log, write_plot=not module.check_mode)
+        results.append(rr.entry_result(entry["name"], entry["spec"], sid, status, log, record,
+                                       metric_rows=rows, gates=gates[entry["name"]]))
     regression_root = conventions.regression_dir(p["shared_root"])
     previous = rr.load_previous(regression_root, p["suite"], p["run_id"])
     report = rr.build_report(p["run_id"], p["suite"], p["started_at"], jr.now_ms(), results, previous)
@@ -119,7 +153,8 @@ def main():
     module.exit_json(
         changed=not module.check_mode, ok=report["ok"], summary=rr.summary_md(report, previous), report_dir=run_dir,
         failed_entries=[r["name"] for r in results if not r["passed"]],
-        regressed_entries=sorted({r["entry"] for r in report["regressions"]}))
+        regressed_entries=sorted({r["entry"] for r in report["regressions"]}),
+        failed_gates=[f"{r['name']}: {g['message']}" for r in results for g in r["gates"] if not g["ok"]])
 
 
 if __name__ == "__main__":

@@ -276,3 +276,68 @@ def test_lock_held_by_child_is_reported_and_freed_when_it_dies(tmp_path):
     # The kernel dropped the dead child's lock; its holder info is still there but stale.
     with rr.RunLock(path, "parent-run"):
         assert json.loads(Path(path).read_text())["run_id"] == "parent-run"
+
+
+# metrics, gates and the trend plot (issue 11)
+
+ROWS = [{"step": 1, "loss": 0.06, "reward": 0.08, "step_time_s": 20.0},
+        {"step": 2, "loss": 0.01, "reward": 0.09, "step_time_s": 4.0}]
+GATES = [{"metric": "step", "at": "last", "min": 2}, {"metric": "reward", "at": "last", "min": 0.5}]
+
+
+def gated(name="grpo", st=None, rows=ROWS, gates=GATES):
+    return rr.entry_result(name, name, f"{name}-0001", st or status(), "", f"/private/jobs/{name}-0001",
+                           metric_rows=rows, gates=gates)
+
+
+def test_failed_gate_fails_a_succeeded_entry_and_names_the_metric():
+    e = gated()
+    assert e["state"] == "SUCCEEDED" and not e["passed"]
+    assert [g["ok"] for g in e["gates"]] == [True, False]
+    assert e["metrics"] == {"last loss": 0.01, "last reward": 0.09, "mean step s": 12.0}
+    rep = report("run-g", [e])
+    assert not rep["ok"] and rep["counts"]["failed"] == 1
+    case = ET.fromstring(rr.junit_xml(rep)).find(".//testcase")
+    failure = case.find("failure")
+    assert failure.get("type") == "GATE"
+    assert failure.get("message") == "gate reward last >= 0.5: reward last = 0.09, below 0.5"
+    md = rr.summary_md(rep, [])
+    assert "| grpo | SUCCEEDED (gate failed) | 2 | 6 → 5.75 | 0.09 | 1/2 |" in md
+    assert "- ✗ **grpo** gate reward last >= 0.5: reward last = 0.09, below 0.5" in md
+    assert "- ✓ **grpo** gate step last >= 2: 2" in md
+    assert "[metrics](../../jobs/grpo-0001/metrics.svg)" in md and "[trend.svg](trend.svg)" in md
+
+
+def test_gates_that_hold_pass_and_a_failed_job_is_not_gated():
+    assert gated(gates=GATES[:1])["passed"]
+    failed = gated(st=status(state="FAILED"))
+    assert not failed["passed"] and failed["gates"] == []
+    assert rr._failure_text(failed).startswith("FAILED")
+
+
+def test_trend_svg_has_a_chart_per_entry_value_across_runs(tmp_path):
+    older = report("r1", [gated(gates=[])], started_at=T0)
+    newer = report("r2", [gated(gates=[], rows=[{"step": 1, "loss": 0.02, "reward": 0.2}])], started_at=T0 + 1000)
+    root = ET.fromstring(rr.trend_svg(newer, [older]))
+    titles = [t.text for t in root.iter("{http://www.w3.org/2000/svg}text")]
+    assert "grpo: last reward" in titles and "grpo: total s" in titles and "grpo: mean step s" in titles
+    # Two runs, so every chart with values in both has a line of two points.
+    lines = [p.get("points").split() for p in root.iter("{http://www.w3.org/2000/svg}polyline")]
+    assert lines and all(len(points) == 2 for points in lines)
+    paths = rr.write_report(str(tmp_path / "r2"), newer, [older])
+    assert os.path.isfile(paths["trend.svg"])
+
+
+def test_report_module_reads_metrics_jsonl_else_the_log_and_adds_a_missing_plot(tmp_path):
+    import ray_regression_report
+    from ansible.module_utils import verl_metrics as vm
+
+    record = tmp_path / "job"
+    record.mkdir()
+    log = "step:1 - train/loss:6.0\nstep:2 - train/loss:5.5\n"
+    rows = ray_regression_report.metric_rows(str(record), log, write_plot=False)
+    assert [r["loss"] for r in rows] == [6.0, 5.5] and not (record / vm.PLOT_FILE).exists()
+    ray_regression_report.metric_rows(str(record), log, write_plot=True)
+    assert (record / vm.PLOT_FILE).read_text().startswith("<svg")
+    (record / vm.METRICS_FILE).write_text(vm.jsonl([{"step": 7, "loss": 1.0}]))
+    assert ray_regression_report.metric_rows(str(record), log, write_plot=True) == [{"step": 7, "loss": 1.0}]
