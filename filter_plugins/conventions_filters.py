@@ -5,6 +5,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils"))
 import conventions
+from ansible.errors import AnsibleFilterError
 
 
 def ray_verl_paths(shared_root):
@@ -12,6 +13,13 @@ def ray_verl_paths(shared_root):
     return conventions.paths(str(shared_root))
 
 
+def ray_verl_checked_id(value, field):
+    """value when it follows the id rule (a plain path component); else one line naming field."""
+    if not conventions.matches(conventions.ID_RULE, value):
+        raise AnsibleFilterError(f"{field}: must be {conventions.ID_RULE[1]}, got {conventions.one_line(repr(value), 120)}")
+    return value
+
+
 class FilterModule:
     def filters(self):
-        return {"ray_verl_paths": ray_verl_paths}
+        return {"ray_verl_paths": ray_verl_paths, "ray_verl_checked_id": ray_verl_checked_id}

@@ -8,9 +8,12 @@ short_description: Start, heal or stop the Ray node on this host
 description:
   - Starts Ray as a head or a worker with C(ray start), and records a fingerprint of the
     command, environment and Ray version under O(state_file).
-  - A re-run on a healthy node changes nothing. A node whose Ray died is started again
-    (it rejoins the cluster). A node whose configuration drifted is restarted, but not while
-    O(busy) unless O(force).
+  - A re-run on a healthy node changes nothing and does not import Ray (it is the common case, and
+    fast). A node whose Ray died is started again (it rejoins the cluster). A node whose
+    configuration drifted is restarted, but not while a job runs on it unless O(force): only then is
+    the cluster asked, through O(dashboard_url), which jobs run (for the head, any job: restarting
+    it ends them all). When the cluster cannot be asked, the node is not restarted (fail closed).
+  - Checks that O(python) has Ray O(ray_version), and keeps the cluster token at O(token_path).
   - With O(state=stopped) stops Ray and also ends job drivers that Ray left orphaned.
 options:
   state:
@@ -58,9 +61,6 @@ options:
     description: Custom resources, e.g. C({"worker_node": 1}).
     type: dict
     default: {}
-  temp_dir:
-    description: Ray's temporary directory on this node.
-    type: path
   extra_args:
     description: More C(ray start) arguments.
     type: list
@@ -74,12 +74,27 @@ options:
     description: Where the node records how it was started.
     type: path
     default: /run/ray-verl/node.json
-  busy:
-    description: A job runs on this node; a drifted node is then not restarted unless O(force).
-    type: bool
-    default: false
+  ray_version:
+    description: The Ray version O(python) must have; the module fails naming both versions otherwise.
+    type: str
+  token:
+    description: The cluster token, written to O(token_path) (mode 0600) when it differs; a new token restarts the node.
+    type: str
+  token_path:
+    description: Where the node keeps the cluster token (Ray reads it through RAY_AUTH_TOKEN_PATH).
+    type: path
+  dashboard_url:
+    description: The cluster's dashboard, asked which jobs run before a drifted node is restarted.
+    type: str
+  socket_ifname:
+    description:
+      - Sets NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME in Ray's environment (so every job's workers on
+        this node have them) unless O(env) sets them: C(auto) names the interface that reaches the head
+        (on the head, the one holding O(node_ip)), an empty string sets nothing, anything else is the name.
+    type: str
+    default: ""
   force:
-    description: Restart a drifted node even while a job runs on it.
+    description: Restart a drifted node even while a job runs on it, or when the cluster cannot tell.
     type: bool
     default: false
   restart:
@@ -101,7 +116,12 @@ EXAMPLES = r"""
   ray_node:
     role: head
     python: /opt/ray/bin/python
+    ray_version: "2.60.0"
     node_ip: 10.0.0.10
+    dashboard_url: http://10.0.0.10:8265
+    socket_ifname: auto
+    token: "{{ lookup('ansible.builtin.file', 'inventory/site/.secrets/ray_token') }}"
+    token_path: /etc/ray-verl/ray_token
     env:
       RAY_AUTH_MODE: token
       RAY_AUTH_TOKEN_PATH: /etc/ray-verl/token
@@ -114,7 +134,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 action:
-  description: What was done (none, start, restart, stop).
+  description: What was done (none, start, restart, stop; refuse_busy and refuse_legacy on failure).
   returned: always
   type: str
 reason:
@@ -134,6 +154,11 @@ started_at_ms:
   description: When C(ray start) began (epoch ms, this host's clock); the new node's start time is later.
   returned: when Ray was started or restarted
   type: int
+busy_jobs:
+  description: Submission ids of the jobs that keep a drifted node from restarting.
+  returned: when a restart was refused
+  type: list
+  elements: str
 killed_driver_pids:
   description: Orphaned job drivers ended on stop.
   returned: when state=stopped
@@ -143,18 +168,61 @@ killed_driver_pids:
 
 import glob
 import os
+import re
 import shutil
 import time
 
 from ansible.module_utils import ray_node_ctl as ctl
 from ansible.module_utils.basic import AnsibleModule
 
+# The installed version from its metadata: importing Ray itself costs about a second.
+VERSION_PROBE = "import importlib.metadata as m; print(m.version('ray'))"
 
-def ray_version(module, python):
-    rc, out, err = module.run_command([python, "-c", "import ray; print(ray.__version__)"])
+
+def ray_version(module, python, wanted):
+    rc, out, err = module.run_command([python, "-c", VERSION_PROBE])
     if rc != 0:
-        module.fail_json(msg=f"{python} cannot import ray: {(err or out).strip().splitlines()[-1:]}")
-    return out.strip()
+        module.fail_json(msg=f"{python} has no Ray: {' '.join((err or out).strip().splitlines()[-1:])}")
+    version = out.strip()
+    if wanted and version != wanted:
+        module.fail_json(msg=f"{python} has Ray {version}, this cluster wants {wanted}", ray_version=version)
+    return version
+
+
+def keep_token(module, token, path):
+    """Write the token file when it differs; returns whether it changed."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            if handle.read().strip() == token:
+                return False
+    except FileNotFoundError:
+        pass
+    if not module.check_mode:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        tmp = f"{path}.tmp-{os.getpid()}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(token + "\n")
+        os.replace(tmp, path)
+    return True
+
+
+def jobs_in_the_way(role, node_ip, dashboard_url, token_path):
+    """What a restart of this node would end: the head ends every job; a worker, those on it.
+
+    Raises when the cluster cannot be read: the caller then refuses to restart.
+    """
+    from ansible.module_utils import ray_cluster as rc
+
+    rc.prepare_client_env(token_path)
+    jobs = [rc.job_summary(j) for j in rc.job_client(dashboard_url, rc.read_token(token_path)).list_jobs()]
+    active = [j for j in jobs if j["status"] in ("PENDING", "RUNNING")]
+    if role == "head":
+        return sorted(j["submission_id"] or j["job_id"] or "?" for j in active)
+    here = {n["node_id"] for n in rc.list_nodes(dashboard_url) if n["node_ip"] == node_ip and n["state"] == "ALIVE"}
+    drivers = sorted(j["submission_id"] or "?" for j in active if j.get("driver_node_id") in here)
+    actors = here & set(rc.list_alive_actor_nodes(dashboard_url))
+    return drivers or (["actors of a running job"] if actors else [])
 
 
 def run_env(python, env):
@@ -169,9 +237,11 @@ def run_env(python, env):
 # SIGTERM lets the raylet tell the head it leaves, so the cluster lists it DEAD at once
 # (after a SIGKILL it stays ALIVE until its health checks fail); SIGKILL after this grace.
 STOP_GRACE_S = 10
+# Ray's own temporary folder (session directories of a Ray left by an earlier setup are removed).
+RAY_TMP = "/tmp/ray"
 
 
-def stop(module, ray_bin, env, temp_dir, remove_sessions):
+def stop(module, ray_bin, env, remove_sessions):
     rc, out, err = module.run_command([ray_bin, "stop", f"--grace-period={STOP_GRACE_S}"], environ_update=env)
     if rc != 0:
         module.fail_json(msg=f"ray stop failed: {(err or out).strip()}")
@@ -181,7 +251,7 @@ def stop(module, ray_bin, env, temp_dir, remove_sessions):
         time.sleep(0.2)
     killed = ctl.kill_pids(ctl.find_job_drivers())
     if remove_sessions:
-        for path in glob.glob(os.path.join(temp_dir or "/tmp/ray", "session_*")):
+        for path in glob.glob(os.path.join(RAY_TMP, "session_*")):
             if os.path.islink(path):
                 os.unlink(path)
             else:
@@ -204,21 +274,35 @@ def main():
             "num_cpus": {"type": "int"},
             "num_gpus": {"type": "int", "default": 0},
             "resources": {"type": "dict", "default": {}},
-            "temp_dir": {"type": "path"},
             "extra_args": {"type": "list", "elements": "str", "default": []},
             "env": {"type": "dict", "default": {}},
             "state_file": {"type": "path", "default": "/run/ray-verl/node.json"},
-            "busy": {"type": "bool", "default": False},
+            "ray_version": {"type": "str"},
+            "token": {"type": "str", "no_log": True},
+            "token_path": {"type": "path"},
+            "dashboard_url": {"type": "str"},
+            "socket_ifname": {"type": "str", "default": ""},
             "force": {"type": "bool", "default": False},
             "restart": {"type": "bool", "default": False},
             "cleanup_legacy": {"type": "bool", "default": False},
         },
         required_if=[("state", "started", ("role", "node_ip"))],
+        required_together=[("token", "token_path")],
         supports_check_mode=True,
     )
     p = module.params
     python = p["python"]
     ray_bin = os.path.join(os.path.dirname(python), "ray")
+    if p["state"] == "started" and p["socket_ifname"]:
+        ifname = p["socket_ifname"]
+        if ifname != "auto" and not re.fullmatch(r"[A-Za-z0-9_.:@-]{1,15}", ifname):
+            module.fail_json(msg=f"ray_node_socket_ifname: must be auto, empty or an interface name, got {ifname!r}")
+        if ifname == "auto":
+            ifname = ctl.interface_to(module.run_command, p["head_ip"] or p["node_ip"])
+            if not ifname:
+                module.fail_json(msg=f"no interface reaches {p['head_ip'] or p['node_ip']} from this node; "
+                                 "set ray_node_socket_ifname to the interface's name")
+        p["env"] = {**{var: ifname for var in ctl.SOCKET_VARS}, **p["env"]}
     env = run_env(python, p["env"])
     state = ctl.read_state(p["state_file"])
     raylets = ctl.find_raylets()
@@ -230,40 +314,59 @@ def main():
                              ray_version="", killed_driver_pids=[])
         killed = []
         if not module.check_mode:
-            killed = stop(module, ray_bin, env, p["temp_dir"], remove_sessions=False)
+            killed = stop(module, ray_bin, env, remove_sessions=False)
             if os.path.exists(p["state_file"]):
                 os.unlink(p["state_file"])
         module.exit_json(changed=True, action="stop", reason=f"stopping {len(raylets)} raylet(s), {len(drivers)} driver(s)", changes=[], ray_version="",
                          killed_driver_pids=killed or drivers)
 
-    version = ray_version(module, python)
+    version = ray_version(module, python, p["ray_version"])
+    token_changed = bool(p["token"]) and keep_token(module, p["token"], p["token_path"])
     try:
         argv = ctl.start_command(
             ray_bin, p["role"], p["node_ip"], p["gcs_port"], head_ip=p["head_ip"],
             dashboard_host=p["dashboard_host"], dashboard_port=p["dashboard_port"],
             client_server_port=p["client_server_port"], num_cpus=p["num_cpus"], num_gpus=p["num_gpus"],
-            resources=p["resources"], temp_dir=p["temp_dir"], extra_args=p["extra_args"])
+            resources=p["resources"], extra_args=p["extra_args"])
     except ValueError as exc:
         module.fail_json(msg=str(exc))
     recorded_env = {k: str(v) for k, v in sorted(p["env"].items())}
-    want = {"argv": argv, "env": recorded_env, "ray_version": version,
-            "fingerprint": ctl.fingerprint(argv, recorded_env, version)}
-    action, reason = ctl.plan(bool(raylets), state, want["fingerprint"], p["busy"], p["force"],
-                              p["cleanup_legacy"], p["restart"])
+    # The token's digest, not the token: a new token must restart the node, and the state file is no secret.
+    token_digest = ctl.digest(p["token"]) if p["token"] else None
+    want = {"argv": argv, "env": recorded_env, "ray_version": version, "token_digest": token_digest,
+            "fingerprint": ctl.fingerprint(argv, recorded_env, version, token_digest)}
+    action, reason = ctl.plan(bool(raylets), state, want["fingerprint"], p["cleanup_legacy"], p["restart"])
     changes = ctl.diff_state(state, want)
     result = {"action": action, "reason": reason, "changes": changes, "ray_version": version, "argv": argv}
     if action == "none":
-        module.exit_json(changed=False, **result)
-    if action == "refuse_busy":
-        module.fail_json(msg="Ray on this node must restart ({}: {}) but a job runs on it; "
-                         "re-run with -e force=true to restart anyway".format(reason, ", ".join(changes)), **result)
+        module.exit_json(changed=token_changed, **result)
+    if action == "restart" and not (p["restart"] or p["force"]):
+        # Asked only now: a healthy node never pays for importing Ray and reading the cluster.
+        try:
+            token_path = p["token_path"] or p["env"].get("RAY_AUTH_TOKEN_PATH")
+            busy = jobs_in_the_way(p["role"], p["node_ip"], p["dashboard_url"], token_path) \
+                if p["dashboard_url"] else None
+        except Exception as exc:  # noqa: BLE001 - any failure means "cannot tell"
+            busy = None
+            why = " ".join(str(exc).split())[:200] or type(exc).__name__
+        else:
+            why = "no dashboard_url to ask"
+        if busy is None:
+            module.fail_json(msg="Ray on this node must restart ({}: {}) but the cluster cannot tell whether jobs run "
+                             "on it ({}); re-run with -e force=true to restart anyway".format(
+                                 reason, ", ".join(changes), why), **dict(result, action="refuse_busy"))
+        if busy:
+            module.fail_json(msg="Ray on this node must restart ({}: {}) but jobs run on it ({}); "
+                             "re-run with -e force=true to restart anyway".format(
+                                 reason, ", ".join(changes), ", ".join(busy)),
+                             busy_jobs=busy, **dict(result, action="refuse_busy"))
     if action == "refuse_legacy":
         module.fail_json(msg=f"{reason}; set ray_cleanup_legacy=true to stop it and start ours", **result)
     if module.check_mode:
         module.exit_json(changed=True, **result)
 
     if action == "restart":
-        stop(module, ray_bin, env, p["temp_dir"], remove_sessions=state is None)
+        stop(module, ray_bin, env, remove_sessions=state is None)
     # The readiness gate accepts only a node the cluster saw start after this moment.
     result["started_at_ms"] = int(time.time() * 1000)
     rc, out, err = module.run_command(argv, environ_update=env)

@@ -21,7 +21,7 @@ DRIVER_ENV_MARKER = b"RAY_JOB_CONFIG_JSON_ENV_VAR="
 
 def start_command(ray_bin, role, node_ip, gcs_port, head_ip=None, dashboard_host=None,
                   dashboard_port=8265, client_server_port=10001, num_cpus=None, num_gpus=None,
-                  resources=None, temp_dir=None, extra_args=()):
+                  resources=None, extra_args=()):
     """The `ray start` argv for a head or a worker."""
     argv = [ray_bin, "start", f"--node-ip-address={node_ip}"]
     if role == "head":
@@ -41,16 +41,38 @@ def start_command(ray_bin, role, node_ip, gcs_port, head_ip=None, dashboard_host
         raise ValueError(f"role must be head or worker, got {role!r}")
     if resources:
         argv.append("--resources={}".format(json.dumps(resources, sort_keys=True, separators=(",", ":"))))
-    if temp_dir:
-        argv.append(f"--temp-dir={temp_dir}")
     argv += list(extra_args)
     return argv
 
 
-def fingerprint(argv, env, ray_version):
+def interface_to(run_command, ip):
+    """The interface this host reaches ip through; for its own address, the one holding it.
+
+    run_command(argv) -> (rc, stdout, stderr), e.g. AnsibleModule.run_command.
+    """
+    rc, out, _ = run_command(["ip", "route", "get", ip])
+    if rc == 0 and out.startswith("local"):
+        rc, out, _ = run_command(["ip", "-o", "addr", "show", "to", ip])
+        fields = out.split()
+        return fields[1] if rc == 0 and len(fields) > 1 else None
+    words = out.split()
+    return words[words.index("dev") + 1] if rc == 0 and "dev" in words[:-1] else None
+
+
+# NCCL and Gloo pick an interface on their own, often a wrong one (verl#967, verl#726): name it.
+SOCKET_VARS = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
+
+
+def digest(text):
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def fingerprint(argv, env, ray_version, token_digest=None):
     """What identifies a node's configuration; a change means a restart."""
-    blob = json.dumps({"argv": argv, "env": env, "ray": ray_version}, sort_keys=True)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    config = {"argv": argv, "env": env, "ray": ray_version}
+    if token_digest:
+        config["token"] = token_digest
+    return digest(json.dumps(config, sort_keys=True))
 
 
 def read_state(path):
@@ -115,11 +137,11 @@ def kill_pids(pids, sig=signal.SIGKILL):
     return killed
 
 
-def plan(running, state, want_fingerprint, busy, force, cleanup_legacy, restart=False):
+def plan(running, state, want_fingerprint, cleanup_legacy, restart=False):
     """Decide what to do for state=started.
 
-    Returns (action, reason); action is one of
-    "none", "start", "restart", "refuse_busy", "refuse_legacy".
+    Returns (action, reason); action is one of "none", "start", "restart", "refuse_legacy".
+    Whether jobs run in the way of a restart is the caller's question, asked only then.
     """
     if not running:
         return "start", "Ray is not running" if not state else "Ray died; rejoining"
@@ -131,8 +153,6 @@ def plan(running, state, want_fingerprint, busy, force, cleanup_legacy, restart=
         return "none", "healthy"
     reason = "restart requested" if restart and state.get("fingerprint") == want_fingerprint else \
         "configuration changed"
-    if busy and not force:
-        return "refuse_busy", reason
     return "restart", reason
 
 
@@ -148,4 +168,6 @@ def diff_state(old, new):
     changes += [f"+{a}" for a in sorted(new_args - old_args)]
     old_env, new_env = old.get("env", {}), new.get("env", {})
     changes += [f"env {k}" for k in sorted(set(old_env) | set(new_env)) if old_env.get(k) != new_env.get(k)]
+    if old.get("token_digest") != new.get("token_digest"):
+        changes.append("token")
     return changes

@@ -26,3 +26,14 @@ def test_status_summary_lists_nodes_jobs_and_mounts():
 def test_status_summary_when_cluster_is_down():
     lines = ray_status_summary({"failed": True, "msg": "refused"}, "http://h:8265", "/private", {})
     assert lines[1] == "cluster: UNREACHABLE (refused)"
+
+
+def test_checked_id_refuses_anything_but_one_plain_path_component():
+    import pytest
+    from ansible.errors import AnsibleFilterError
+    from conventions_filters import ray_verl_checked_id
+
+    assert ray_verl_checked_id("verl-0.9.1", "code_snapshot_verl_id") == "verl-0.9.1"
+    for bad in ("../../etc", "a/b", "x\"; import os", "", ".hidden", "a b", "a\nb", None):
+        with pytest.raises(AnsibleFilterError, match=r"^code_snapshot_verl_id: must be 1-128 letters"):
+            ray_verl_checked_id(bad, "code_snapshot_verl_id")

@@ -40,26 +40,29 @@ def test_fingerprint_changes_with_args_env_and_version():
     assert base != ctl.fingerprint(["a"], {"X": "1"}, "2.61.0")
 
 
-@pytest.mark.parametrize("running,state,busy,force,legacy,restart,want", [
-    (False, None, False, False, False, False, "start"),
-    (False, {"fingerprint": "f"}, False, False, False, False, "start"),
-    (True, {"fingerprint": "f"}, False, False, False, False, "none"),
-    (True, {"fingerprint": "f"}, True, False, False, False, "none"),
-    (True, {"fingerprint": "old"}, False, False, False, False, "restart"),
-    (True, {"fingerprint": "old"}, True, False, False, False, "refuse_busy"),
-    (True, {"fingerprint": "old"}, True, True, False, False, "restart"),
-    (True, None, False, False, False, False, "refuse_legacy"),
-    (True, None, False, False, True, False, "restart"),
-    (True, {"fingerprint": "f"}, False, False, False, True, "restart"),
+@pytest.mark.parametrize("running,state,legacy,restart,want", [
+    (False, None, False, False, "start"),
+    (False, {"fingerprint": "f"}, False, False, "start"),
+    (True, {"fingerprint": "f"}, False, False, "none"),
+    (True, {"fingerprint": "old"}, False, False, "restart"),
+    (True, None, False, False, "refuse_legacy"),
+    (True, None, True, False, "restart"),
+    (True, {"fingerprint": "f"}, False, True, "restart"),
 ])
-def test_plan(running, state, busy, force, legacy, restart, want):
-    action, reason = ctl.plan(running, state, "f", busy, force, legacy, restart)
+def test_plan(running, state, legacy, restart, want):
+    action, reason = ctl.plan(running, state, "f", legacy, restart)
     assert action == want
     assert reason
 
 
 def test_died_node_is_reported_as_rejoining():
-    assert ctl.plan(False, {"fingerprint": "f"}, "f", False, False, False)[1] == "Ray died; rejoining"
+    assert ctl.plan(False, {"fingerprint": "f"}, "f", False)[1] == "Ray died; rejoining"
+
+
+def test_a_new_token_changes_the_fingerprint_and_is_named():
+    assert ctl.fingerprint(["a"], {}, "2.60.0", "d1") != ctl.fingerprint(["a"], {}, "2.60.0", "d2")
+    assert ctl.fingerprint(["a"], {}, "2.60.0") == ctl.fingerprint(["a"], {}, "2.60.0", None)
+    assert ctl.diff_state({"token_digest": "d1"}, {"token_digest": "d2"}) == ["token"]
 
 
 def test_diff_state_names_what_changed():
@@ -107,3 +110,14 @@ def test_kill_pids_ends_a_real_process_group():
             child.kill()
     assert ctl.kill_pids([child.pid]) == []
     assert os.getpid()  # our own process is untouched
+
+
+def test_interface_to_the_head_and_to_the_own_address():
+    answers = {("ip", "route", "get", "10.0.0.10"): (0, "10.0.0.10 dev eth0 src 10.0.0.11 uid 0\n    cache\n", ""),
+               ("ip", "route", "get", "10.0.0.11"): (0, "local 10.0.0.11 dev lo src 10.0.0.11 uid 0\n", ""),
+               ("ip", "-o", "addr", "show", "to", "10.0.0.11"): (0, "2: ens5    inet 10.0.0.11/24 brd ...\n", ""),
+               ("ip", "route", "get", "10.9.9.9"): (2, "", "RTNETLINK answers: Network is unreachable")}
+    run = lambda argv: answers[tuple(argv)]
+    assert ctl.interface_to(run, "10.0.0.10") == "eth0"
+    assert ctl.interface_to(run, "10.0.0.11") == "ens5"
+    assert ctl.interface_to(run, "10.9.9.9") is None

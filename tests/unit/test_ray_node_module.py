@@ -10,7 +10,7 @@ from ansible.module_utils.testing import patch_module_args
 
 PYTHON = "/opt/ray/bin/python"
 RAY = "/opt/ray/bin/ray"
-VERSION_PROBE = [PYTHON, "-c", "import ray; print(ray.__version__)"]
+VERSION_PROBE = [PYTHON, "-c", "import importlib.metadata as m; print(m.version('ray'))"]
 
 
 class Host:
@@ -73,6 +73,11 @@ def started(host, capsys, args):
     return out
 
 
+def read_text(path):
+    with open(path, encoding="utf-8") as handle:
+        return handle.read()
+
+
 def read_state(args):
     with open(args["state_file"], encoding="utf-8") as handle:
         return json.load(handle)
@@ -111,28 +116,92 @@ def test_node_whose_ray_died_is_started_again(host, head, capsys):
     assert [c[1] for c in host.commands] == ["-c", "start"]
 
 
-def test_drifted_busy_node_is_not_restarted_without_force(host, head, capsys):
+@pytest.fixture
+def jobs(monkeypatch):
+    """What the cluster answers when ray_node asks which jobs a restart would end."""
+    asked = []
+    answer = {"busy": ["sft-1"]}
+
+    def jobs_in_the_way(role, node_ip, dashboard_url, token_path):
+        asked.append((role, node_ip, dashboard_url, token_path))
+        if isinstance(answer["busy"], Exception):
+            raise answer["busy"]
+        return answer["busy"]
+
+    monkeypatch.setattr(ray_node, "jobs_in_the_way", jobs_in_the_way)
+    return answer, asked
+
+
+def test_a_healthy_node_does_not_ask_the_cluster(host, head, jobs, capsys):
     started(host, capsys, head)
-    code, out = run(capsys, {**head, "env": {"RAY_AUTH_MODE": "token", "RAY_X": "1"}, "busy": True})
+    code, out = run(capsys, {**head, "dashboard_url": "http://10.0.0.10:8265"})
+    assert code == 0 and out["action"] == "none" and jobs[1] == []
+
+
+def test_drifted_busy_node_is_not_restarted_without_force(host, head, jobs, capsys):
+    started(host, capsys, head)
+    code, out = run(capsys, {**head, "env": {"RAY_AUTH_MODE": "token", "RAY_X": "1"},
+                             "dashboard_url": "http://10.0.0.10:8265", "token_path": "/t", "token": "abc"})
     assert code == 1 and out["failed"] is True and out["action"] == "refuse_busy"
-    assert "force=true" in out["msg"] and "env RAY_X" in out["msg"]
-    assert out["changes"] == ["env RAY_X"]
+    assert "force=true" in out["msg"] and "env RAY_X" in out["msg"] and "sft-1" in out["msg"]
+    assert out["busy_jobs"] == ["sft-1"] and jobs[1] == [("head", "10.0.0.10", "http://10.0.0.10:8265", "/t")]
     assert host.commands == [VERSION_PROBE]
 
 
-def test_drifted_busy_node_restarts_with_force(host, head, capsys):
+def test_drifted_node_is_not_restarted_when_the_cluster_cannot_tell(host, head, jobs, capsys):
+    # Fail closed: a dashboard that does not answer may hide a three-day run.
+    started(host, capsys, head)
+    jobs[0]["busy"] = ConnectionError("connection refused")
+    code, out = run(capsys, {**head, "dashboard_port": 8266, "dashboard_url": "http://10.0.0.10:8265"})
+    assert code == 1 and out["action"] == "refuse_busy"
+    assert "cannot tell whether jobs run" in out["msg"] and "connection refused" in out["msg"]
+    code, out = run(capsys, {**head, "dashboard_port": 8266})
+    assert code == 1 and "no dashboard_url to ask" in out["msg"]
+    assert host.commands == [VERSION_PROBE, VERSION_PROBE]
+
+
+def test_drifted_idle_node_restarts(host, head, jobs, capsys):
+    started(host, capsys, head)
+    jobs[0]["busy"] = []
+    code, out = run(capsys, {**head, "dashboard_port": 8266, "dashboard_url": "http://10.0.0.10:8265"})
+    assert code == 0 and out["action"] == "restart"
+
+
+def test_drifted_busy_node_restarts_with_force(host, head, jobs, capsys):
     started(host, capsys, head)
     host.drivers = [555]
-    changed = {**head, "dashboard_port": 8266, "busy": True, "force": True}
+    changed = {**head, "dashboard_port": 8266, "dashboard_url": "http://10.0.0.10:8265", "force": True}
     code, out = run(capsys, changed)
     assert code == 0 and out["changed"] is True and out["action"] == "restart"
-    assert out["reason"] == "configuration changed"
+    assert out["reason"] == "configuration changed" and jobs[1] == []
     assert "+--dashboard-port=8266" in out["changes"] and "---dashboard-port=8265" in out["changes"]
     # A graceful stop: the raylet leaves the cluster at once instead of lingering ALIVE (issue 8).
     assert [c[1:3] for c in host.commands[1:]] == [["stop", "--grace-period=10"], ["start", "--node-ip-address=10.0.0.10"]]
     assert out["started_at_ms"] > 1_700_000_000_000
     assert host.killed == [555]  # a driver `ray stop` left behind
     assert "--dashboard-port=8266" in read_state(head)["argv"]
+
+
+def test_another_ray_version_fails_naming_both(host, head, capsys):
+    host.version = (0, "2.59.0\n", "")
+    code, out = run(capsys, {**head, "ray_version": "2.60.0"})
+    assert code == 1 and out["msg"] == f"{PYTHON} has Ray 2.59.0, this cluster wants 2.60.0"
+    assert host.commands == [VERSION_PROBE]
+
+
+def test_token_is_kept_0600_and_a_new_one_restarts_the_node(host, head, tmp_path, jobs, capsys):
+    token_path = str(tmp_path / "etc" / "ray_token")
+    args = {**head, "token": "a" * 64, "token_path": token_path, "dashboard_url": "http://10.0.0.10:8265"}
+    started(host, capsys, args)
+    assert read_text(token_path) == "a" * 64 + "\n" and os.stat(token_path).st_mode & 0o777 == 0o600
+    assert "a" * 64 not in json.dumps(read_state(args))
+    code, out = run(capsys, args)
+    assert code == 0 and out["action"] == "none" and out["changed"] is False
+    jobs[0]["busy"] = []
+    code, out = run(capsys, {**args, "token": "b" * 64})
+    assert code == 0 and out["action"] == "restart" and out["changes"] == ["token"]
+    assert read_text(token_path) == "b" * 64 + "\n"
+    assert "b" * 64 not in json.dumps(out)
 
 
 def test_restart_requested_on_a_healthy_node(host, head, capsys):
@@ -151,16 +220,18 @@ def test_legacy_ray_is_not_replaced_without_cleanup(host, head, capsys):
     assert not os.path.exists(head["state_file"])
 
 
-def test_legacy_ray_is_replaced_with_cleanup_and_its_sessions_removed(host, head, tmp_path, capsys):
+def test_legacy_ray_is_replaced_with_cleanup_and_its_sessions_removed(host, head, tmp_path, jobs, capsys,
+                                                                      monkeypatch):
     temp_dir = tmp_path / "ray"
     (temp_dir / "session_2024-01-01_00-00-00_1").mkdir(parents=True)
     (temp_dir / "keep").mkdir()
+    monkeypatch.setattr(ray_node, "RAY_TMP", str(temp_dir))
     host.raylets = [99]
-    code, out = run(capsys, {**head, "cleanup_legacy": True, "temp_dir": str(temp_dir)})
+    jobs[0]["busy"] = []
+    code, out = run(capsys, {**head, "cleanup_legacy": True, "dashboard_url": "http://10.0.0.10:8265"})
     assert code == 0 and out["action"] == "restart"
     assert [c[1] for c in host.commands] == ["-c", "stop", "start"]
     assert os.listdir(temp_dir) == ["keep"]
-    assert read_state(head)["argv"][-1] == f"--temp-dir={temp_dir}"
 
 
 def test_check_mode_only_probes_the_version(host, head, capsys):
@@ -172,8 +243,7 @@ def test_check_mode_only_probes_the_version(host, head, capsys):
     started(host, capsys, head)
     before = read_state(head)
     host.drivers = [555]
-    code, out = run(capsys, {**head, "dashboard_port": 8266, "busy": True, "force": True,
-                             "_ansible_check_mode": True})
+    code, out = run(capsys, {**head, "dashboard_port": 8266, "force": True, "_ansible_check_mode": True})
     assert code == 0 and out["changed"] is True and out["action"] == "restart"
     assert host.commands == [VERSION_PROBE] and host.killed == [] and host.raylets == [4242]
     assert read_state(head) == before
@@ -217,10 +287,26 @@ def test_failed_start_keeps_no_state(host, head, capsys):
 def test_python_without_ray_fails_before_anything_runs(host, head, capsys):
     host.version = (1, "", "Traceback (most recent call last):\nModuleNotFoundError: No module named 'ray'\n")
     code, out = run(capsys, head)
-    assert code == 1 and "cannot import ray" in out["msg"] and "No module named 'ray'" in out["msg"]
+    assert code == 1 and "has no Ray" in out["msg"] and "No module named 'ray'" in out["msg"]
     assert host.commands == [VERSION_PROBE]
 
 
 def test_worker_without_head_ip_fails(host, head, capsys):
     code, out = run(capsys, {**head, "role": "worker"})
     assert code == 1 and out["msg"] == "a worker needs head_ip"
+
+
+def test_socket_interface_goes_into_rays_environment_unless_env_sets_it(host, head, capsys):
+    code, out = run(capsys, {**head, "socket_ifname": "eth7"})
+    assert code == 0 and host.environs[1]["NCCL_SOCKET_IFNAME"] == "eth7"
+    assert host.environs[1]["GLOO_SOCKET_IFNAME"] == "eth7"
+    assert read_state(head)["env"]["NCCL_SOCKET_IFNAME"] == "eth7"
+    code, out = run(capsys, {**head, "socket_ifname": "eth7", "env": {**head["env"], "NCCL_SOCKET_IFNAME": "ib0"},
+                             "force": True})
+    assert code == 0 and out["changes"] == ["env NCCL_SOCKET_IFNAME"]
+    assert read_state(head)["env"]["NCCL_SOCKET_IFNAME"] == "ib0"
+
+
+def test_a_bad_socket_interface_is_refused(host, head, capsys):
+    code, out = run(capsys, {**head, "socket_ifname": "eth0; reboot"})
+    assert code == 1 and out["msg"].startswith("ray_node_socket_ifname: must be auto") and host.commands == []

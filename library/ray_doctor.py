@@ -1,0 +1,175 @@
+#!/usr/bin/python
+"""Ansible module: one node's facts for doctor.yml (versions, snapshots, GPUs, shared root, clock, route)."""
+
+DOCUMENTATION = r"""
+---
+module: ray_doctor
+short_description: Gather what doctor.yml compares between the nodes of a Ray cluster
+description:
+  - With O(phase=facts), reads this node's facts without changing anything but a probe file on the
+    shared root - Python and package versions as Ray's workers here import them (the raylet's own
+    environment), the digest of each verl code snapshot as this node sees it, the GPUs nvidia-smi
+    shows, free space on the shared root, the clock, the interface that routes to the head and the
+    raylet's NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME.
+  - With O(phase=read), reads every node's probe file, proving that each node sees what every other
+    node wrote (not only that something is mounted).
+options:
+  phase:
+    description: C(facts) (and write this node's probe) or C(read) (every node's probes).
+    type: str
+    choices: [facts, read]
+    default: facts
+  python:
+    description: The nodes' Ray Python.
+    type: path
+    required: true
+  shared_root:
+    description: The shared root.
+    type: path
+    required: true
+  head_ip:
+    description: The head's address (for the route).
+    type: str
+    required: true
+  node_ip:
+    description: This node's cluster address.
+    type: str
+    required: true
+  node_name:
+    description: This node's inventory name (its probe file's name).
+    type: str
+    required: true
+  run_id:
+    description: This doctor run's id (the folder of the probe files).
+    type: str
+    required: true
+attributes:
+  check_mode:
+    support: full
+author: ray-verl maintainers
+"""
+
+EXAMPLES = r"""
+- name: Doctor | Read this node's facts
+  ray_doctor:
+    python: /opt/ray-verl/venv/bin/python
+    shared_root: /private
+    head_ip: 10.0.0.10
+    node_ip: 10.0.0.11
+    node_name: "{{ inventory_hostname }}"
+    run_id: doctor-1
+"""
+
+RETURN = r"""
+python:
+  description: Python version of the Ray Python, with the raylet's environment.
+  returned: phase=facts
+  type: str
+packages:
+  description: Versions of ray, torch, verl, vllm, sglang and transformers (null when absent).
+  returned: phase=facts
+  type: dict
+snapshots:
+  description: Content digest of each verl code snapshot, by code id.
+  returned: phase=facts
+  type: dict
+probes:
+  description: Every probe file this node reads, by node name.
+  returned: phase=read
+  type: dict
+"""
+
+import glob
+import json
+import os
+import secrets
+import shutil
+import time
+
+from ansible.module_utils import code_snapshot, conventions, doctor
+from ansible.module_utils import ray_node_ctl as ctl
+from ansible.module_utils.basic import AnsibleModule
+
+
+def raylet_env():
+    """The environment of this node's raylet (what Ray's workers inherit), or None when none runs."""
+    for comm in glob.glob("/proc/[0-9]*/comm"):
+        try:
+            with open(comm, encoding="utf-8") as handle:
+                if handle.read().strip() != "raylet":
+                    continue
+            with open(comm[:-4] + "environ", "rb") as handle:
+                pairs = handle.read().split(b"\0")
+        except OSError:
+            continue
+        return dict(p.decode("utf-8", "replace").split("=", 1) for p in pairs if b"=" in p)
+    return None
+
+
+def probe_dir(shared_root, run_id):
+    return os.path.join(shared_root, ".doctor", run_id)
+
+
+def facts(module, p):
+    env = raylet_env()
+    rc, out, err = module.run_command([p["python"], "-c", doctor.VERSION_PROBE], environ_update=env or {})
+    if rc != 0:
+        module.fail_json(msg=f"{p['node_name']}: {p['python']} cannot report versions: {(err or out).strip()[-300:]}")
+    versions = json.loads(out)
+    snapshots = {}
+    verl_root = os.path.dirname(conventions.verl_code_dir(p["shared_root"], "x"))
+    for path in sorted(glob.glob(os.path.join(verl_root, "*"))):
+        if os.path.isdir(path) and not os.path.basename(path).startswith("."):
+            snapshots[os.path.basename(path)] = code_snapshot.source_digest(path)[:16]
+    gpus = None
+    if shutil.which("nvidia-smi"):
+        rc, out, _ = module.run_command(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"])
+        gpus = len(out.split()) if rc == 0 else 0
+    usage = os.statvfs(p["shared_root"])
+    probe = f"{p['node_name']} {secrets.token_hex(8)}"
+    if not module.check_mode:
+        folder = probe_dir(p["shared_root"], p["run_id"])
+        os.makedirs(folder, mode=0o755, exist_ok=True)
+        with open(os.path.join(folder, p["node_name"]), "w", encoding="utf-8") as handle:
+            handle.write(probe)
+    return {"python": versions["python"], "packages": versions["packages"], "snapshots": snapshots,
+            "gpus_present": gpus, "iface": ctl.interface_to(module.run_command, p["head_ip"]),
+            "node_ip": p["node_ip"],
+            "raylet_env": {k: v for k, v in (env or {}).items() if k in ctl.SOCKET_VARS} if env else None,
+            "free_gb": usage.f_bavail * usage.f_frsize / 2**30, "clock": time.time(),
+            "probe": probe if not module.check_mode else None}
+
+
+def read_probes(p):
+    folder = probe_dir(p["shared_root"], p["run_id"])
+    probes = {}
+    for path in sorted(glob.glob(os.path.join(folder, "*"))):
+        with open(path, encoding="utf-8") as handle:
+            probes[os.path.basename(path)] = handle.read()
+    return probes
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "phase": {"type": "str", "choices": ["facts", "read"], "default": "facts"},
+            "python": {"type": "path", "required": True},
+            "shared_root": {"type": "path", "required": True},
+            "head_ip": {"type": "str", "required": True},
+            "node_ip": {"type": "str", "required": True},
+            "node_name": {"type": "str", "required": True},
+            "run_id": {"type": "str", "required": True},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    for field in ("node_name", "run_id"):
+        if not conventions.matches(conventions.ID_RULE, p[field]):
+            module.fail_json(msg=f"{field}: must be {conventions.ID_RULE[1]}, got {p[field]!r}")
+    if p["phase"] == "read":
+        module.exit_json(changed=False, probes=read_probes(p))
+    module.exit_json(changed=False, **facts(module, p))
+
+
+if __name__ == "__main__":
+    main()

