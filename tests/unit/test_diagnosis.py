@@ -1,0 +1,62 @@
+"""module_utils/diagnosis.py: each known failure, from a log excerpt as Ray, torch and verl print it."""
+
+import diagnosis
+import pytest
+
+EXCERPTS = {
+    "cuda_oom": ("worker_err.log", ("Traceback (most recent call last):\n"
+                 "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+                 "capacity of 79.15 GiB of which 1.50 GiB is free.\n")),
+    "oom_kill": ("driver.log", ("ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on "
+                 "memory.\nMemory on the node (IP: 10.0.0.11, ID: 5f1c) where the task (actor ID: 9a, "
+                 "name=WorkerDict.__init__) was running was 30.12GB / 31.00GB (0.971613), which exceeds the memory "
+                 "usage threshold of 0.95.\n")),
+    "hydra_config": ("driver.log", ("Could not override 'trainer.save_frq'.\nTo append to your config use "
+                     "+trainer.save_frq=2\nKey 'save_frq' is not in struct\n    full_key: trainer.save_frq\n")),
+    "import_error": ("driver.log", ("  File \"<frozen runpy>\", line 189, in _run_module_as_main\n"
+                     "ModuleNotFoundError: No module named 'verl.trainer.sft_trainer_rayy'\n")),
+    "version_mismatch": ("driver.log", ("RuntimeError: Version mismatch: The cluster was started with:\n"
+                         "    Ray: 2.60.0\n    Python: 3.11.7\nThis process on node 10.0.0.11 was started with:\n"
+                         "    Ray: 2.59.0\n")),
+    "runtime_env_too_large": ("driver.log", ("ValueError: Package size (120.50MiB) exceeds the maximum size of "
+                              "100.00MiB. You can exclude large files using the 'excludes' option\n")),
+    "nccl_gloo": ("worker_err.log", ("RuntimeError: Gloo connectFullMesh failed with "
+                  "[../third_party/gloo/gloo/transport/tcp/pair.cc:144] no error\n")),
+    "node_died": ("driver.log", ("ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this "
+                  "task.\n\tclass_name: WorkerDict\nThe actor is dead because its node has died. Node Id: 3e1f\n")),
+    "resources_pending": ("driver.log", ("Error: No available node types can fulfill resource request "
+                          "{'no_such_gpu': 1.0}. Add suitable node types to this cluster to resolve this issue.\n")),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(EXCERPTS))
+def test_each_signature_on_a_real_excerpt(kind):
+    name, text = EXCERPTS[kind]
+    found = diagnosis.classify([("noise.log", "INFO all good\n"), (name, text)])
+    assert found["kind"] == kind and found["evidence"]["file"] == name and found["hint"]
+    assert "\n" not in found["evidence"]["line"]
+
+
+def test_every_signature_has_an_excerpt():
+    assert sorted(EXCERPTS) == sorted(diagnosis.KINDS)
+
+
+def test_nccl_error_text():
+    text = ("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, "
+            "unhandled system error\nncclSystemError: System call (e.g. socket, malloc) failed\n")
+    assert diagnosis.classify([("w.log", text)])["kind"] == "nccl_gloo"
+
+
+def test_status_fields_count_first_and_the_specific_cause_wins():
+    found = diagnosis.classify([], {"state": "FAILED", "reason": "PENDING_TIMEOUT", "message": "Job has not started"})
+    assert found["kind"] == "resources_pending" and found["evidence"] == {"file": "status.json", "line": "PENDING_TIMEOUT"}
+    # A CUDA OOM killed the worker; the supervisor then reports a dead actor: the OOM is the cause.
+    found = diagnosis.classify([EXCERPTS["cuda_oom"]], {"error_type": "JOB_SUPERVISOR_ACTOR_DIED"})
+    assert found["kind"] == "cuda_oom"
+    assert diagnosis.classify([], {"error_type": "JOB_SUPERVISOR_ACTOR_DIED"})["kind"] == "node_died"
+
+
+def test_nothing_known_is_none_and_long_lines_are_cut():
+    assert diagnosis.classify([("driver.log", "ValueError: something else\n")], {"message": "exit code 1"}) is None
+    found = diagnosis.classify([("d.log", "ModuleNotFoundError: No module named 'x'" + " y" * 400)])
+    assert len(found["evidence"]["line"]) == diagnosis.EVIDENCE_WIDTH
