@@ -1,10 +1,16 @@
 """Action for ray_cluster_info: the readiness wait runs here, on the control host, so it can say
 which workers it still waits for while it waits (a module cannot print until it returns)."""
 
+import os
+import sys
 import time
 
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
+
+# The project's control-host code (plugin_utils) imports as a package from the project root.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from plugin_utils import ray_action
 
 display = Display()
 
@@ -33,6 +39,11 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         super().run(tmp, task_vars)
         args = dict(self._task.args)
+        # The dashboard URL, token and Ray Python come from the inventory unless the task sets them.
+        connection, python = ray_action.connection(self._templar, args, address="dashboard_url")
+        args.pop("python", None)
+        args.update(connection)
+        task_vars = dict(task_vars, ansible_python_interpreter=python)
         timeout = args.pop("timeout_s", None)
         if not timeout:
             return self._execute_module(module_name="ray_cluster_info", module_args=args, task_vars=task_vars)

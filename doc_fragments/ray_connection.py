@@ -7,14 +7,16 @@ options:
   token_path:
     description:
       - File on the managed host with the cluster token (token authentication). Omit when authentication is off.
-      - The ray_job action fills it from C(ray_auth_token_path) when C(ray_auth_enabled) is true.
+      - The module's action plugin fills it from C(ray_auth_token_path) when C(ray_auth_enabled) is true.
     type: path
 """
 
     DASHBOARD = r"""
 options:
   dashboard_url:
-    description: The dashboard (job API) URL, e.g. C(http://10.20.0.10:8265).
+    description:
+      - The dashboard (job API) URL, e.g. C(http://10.20.0.10:8265).
+      - The module's action plugin fills it from the inventory's C(ray_dashboard_url) when the task does not set it.
     type: str
     required: true
 """

@@ -11,13 +11,6 @@ description:
     C(worker_node) and GPU resources (the readiness gate of C(up.yml)).
   - Must run with a Python that has Ray installed (the head's Ray Python).
 options:
-  dashboard_url:
-    description: Dashboard address, e.g. C(http://10.0.0.10:8265).
-    type: str
-    required: true
-  token_path:
-    description: File holding the cluster token (token authentication); omit when auth is off.
-    type: path
   expected_workers:
     description: Workers that must be ALIVE, each with C(host), C(ip), C(num_gpus), C(worker_node).
     type: list
@@ -35,6 +28,12 @@ options:
       - Handled on the control host by the action plugin; fail naming the workers not ready after this
         many seconds. Without it the module looks once (or for O(wait_s)).
     type: float
+  python:
+    description: (action) Python with Ray on the head that runs the module; default C(ray_python).
+    type: str
+extends_documentation_fragment:
+  - ray_connection
+  - ray_connection.dashboard
 attributes:
   check_mode:
     support: full
@@ -42,14 +41,14 @@ author: ray-verl maintainers
 """
 
 EXAMPLES = r"""
+# dashboard_url, token_path and the interpreter default to the inventory's ray_dashboard_url,
+# ray_auth_token_path (with ray_auth_enabled) and ray_python.
 - name: Readiness | Wait for every worker
   ray_cluster_info:
-    dashboard_url: http://10.0.0.10:8265
-    token_path: /etc/ray-verl/token
     expected_workers:
       - {host: gpu1, ip: 10.0.0.11, num_gpus: 4, worker_node: 1}
-  register: info
     timeout_s: 120
+  register: info
 """
 
 RETURN = r"""
@@ -94,6 +93,7 @@ import time
 
 from ansible.module_utils import ray_cluster as rc
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.ray_connection import argument_spec
 
 
 def read_nodes_until_ready(dashboard_url, expected, wait_s, clock=time.monotonic, sleep=time.sleep):
@@ -119,8 +119,7 @@ def read_nodes_until_ready(dashboard_url, expected, wait_s, clock=time.monotonic
 def main():
     module = AnsibleModule(
         argument_spec={
-            "dashboard_url": {"type": "str", "required": True},
-            "token_path": {"type": "path", "no_log": False},
+            **argument_spec(dashboard=True),
             "expected_workers": {"type": "list", "elements": "dict", "default": []},
             "wait_s": {"type": "float", "default": 0},
             "timeout_s": {"type": "float"},

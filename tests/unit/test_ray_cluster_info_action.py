@@ -22,6 +22,13 @@ class Task:
         self.args = args
 
 
+class Inventory:
+    """The variables the action reads for its connection defaults (auth off, so no token_path)."""
+
+    def resolve_variable_expression(self, name):
+        return {"ray_auth_enabled": False, "ray_python": "/opt/ray/bin/python", "ray_dashboard_url": "u"}[name]
+
+
 def make(args, answers, monkeypatch, clock_step=5.0):
     """An ActionModule whose module calls return `answers` in turn; time moves clock_step per call."""
     now = [0.0]
@@ -32,6 +39,7 @@ def make(args, answers, monkeypatch, clock_step=5.0):
     monkeypatch.setattr(action.ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
     plugin = action.ActionModule.__new__(action.ActionModule)
     plugin._task = Task(args)
+    plugin._templar = Inventory()
 
     def execute(module_name, module_args, task_vars):
         calls.append(dict(module_args))
