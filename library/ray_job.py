@@ -14,6 +14,9 @@ description:
   - O(action=wait) follows a job for up to O(poll_s) seconds per call, enforcing the spec's pending
     timeout and maximum run time (the job is stopped and recorded as FAILED), refreshing logs/driver.log,
     and finalising status.json and the debug snapshots when the job ends.
+  - Whenever it refreshes logs/driver.log it also writes verl's per-step metrics so far (parsed from the
+    console logger's C(step:N - key:value) lines, module_utils/verl_metrics.py) to metrics.jsonl and a
+    plot of them to metrics.svg in the record.
   - Runs on the head with a Python that has Ray; clears RAY_ADDRESS and proxy variables first.
   - Its action plugin (action_plugins/ray_job.py) runs on the control host first. It takes the spec by name
     (O(spec)), layers the site's C(jobspec_defaults), O(overrides) and, with O(extra_vars=true), this run's
@@ -158,6 +161,7 @@ from ansible.module_utils import job_record as jr
 from ansible.module_utils import jobspec as js
 from ansible.module_utils import jobspec_render as render
 from ansible.module_utils import ray_cluster as rc
+from ansible.module_utils import verl_metrics as vm
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.ray_connection import argument_spec
 from ansible.module_utils.redaction import DEFAULT_SECRET_ENV_NAMES, is_secret_name, redact
@@ -238,7 +242,15 @@ class Job:
             return ""
         if text or os.path.exists(self.rec["driver_log"]):
             self.write_text(self.rec["driver_log"], self.redact(text))
+            self.write_metrics(text)
         return text
+
+    def write_metrics(self, log_text):
+        """verl's per-step metrics so far: metrics.jsonl and metrics.svg in the record (issue 11)."""
+        rows = vm.parse_log(log_text)
+        if rows:
+            self.write_text(os.path.join(self.rec["dir"], vm.METRICS_FILE), self.redact(vm.jsonl(rows)))
+            self.write_text(os.path.join(self.rec["dir"], vm.PLOT_FILE), self.redact(vm.plot_svg(rows, self.sid)))
 
     def snapshot(self, when):
         """Cluster state into debug/: `ray status` and the job list (and more on failure)."""
@@ -267,7 +279,8 @@ class Job:
         reason = status.get("reason")
         state = jr.final_state(job["status"], reason)
         driver = next((n for n in nodes if n["node_id"] == job["driver_node_id"]), None)
-        losses = jr.step_losses(log)
+        # SFT prints train/loss; PPO/GRPO print actor/pg_loss, which verl_metrics names loss too.
+        losses = jr.step_losses(log) or [(r["step"], r["loss"]) for r in vm.parse_log(log) if "loss" in r]
         status.update({
             "state": state, "ray_status": job["status"], "final": True,
             "message": self.redact(job["message"] or ""), "error_type": job["error_type"],

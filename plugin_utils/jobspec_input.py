@@ -9,7 +9,7 @@ import json
 import os
 import re
 
-from ansible.module_utils import conventions, jobspec
+from ansible.module_utils import conventions, jobspec, regression_gates
 from ansible.module_utils.jobspec import SPEC_FIELDS, JobSpecError, _expect, _join
 
 # Extra vars that steer the playbooks rather than describe the job.
@@ -205,15 +205,20 @@ def load_suite(name, suites_dir):
     entries, seen = [], set()
     for i, entry in enumerate(data["entries"]):
         where = f"suite {name!r} entry {i + 1}"
-        if not isinstance(entry, dict) or not {"name", "spec"} <= set(entry) or set(entry) - {"name", "spec", "overrides"}:
-            raise SuiteError(f"{where}: needs name and spec (and optional overrides), got {entry!r}")
+        if not isinstance(entry, dict) or not {"name", "spec"} <= set(entry) or set(entry) - {"name", "spec", "overrides", "gates"}:
+            raise SuiteError(f"{where}: needs name and spec (and optional overrides and gates), got {entry!r}")
         if not conventions.matches(conventions.NAME_RULE, str(entry["name"])) or entry["name"] in seen:
             raise SuiteError(f"{where}: name {entry['name']!r} must be unique, {conventions.NAME_RULE[1]}")
         if not isinstance(entry.get("overrides", {}), dict):
             raise SuiteError(f"{where}: overrides must be a mapping of field: value")
+        try:
+            gates = regression_gates.check_gates(entry.get("gates"), f"{where} gates")
+        except regression_gates.GateError as exc:
+            raise SuiteError(str(exc)) from None
         seen.add(entry["name"])
         entries.append({"name": str(entry["name"]), "spec": str(entry["spec"]),
-                        "overrides": {str(k): v for k, v in (entry.get("overrides") or {}).items()}})
+                        "overrides": {str(k): v for k, v in (entry.get("overrides") or {}).items()},
+                        "gates": gates})
     if not entries:
         raise SuiteError(f"suite {name!r}: no entries")
     return entries

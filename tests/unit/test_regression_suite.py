@@ -17,7 +17,8 @@ def write(tmp_path, name, text):
 
 def test_shipped_suites_load():
     lab = load_suite("lab", os.path.join(ROOT, "suites"))
-    assert [e["name"] for e in lab] == ["smoke", "sft"]
+    assert [e["name"] for e in lab] == ["smoke", "sft", "grpo", "ppo"]
+    assert lab[0]["gates"] == [] and {"metric": "step", "min": 2, "at": "last"} in lab[2]["gates"]
     gpu = load_suite("gpu", os.path.join(ROOT, "suites"))
     assert [e["spec"] for e in gpu] == ["smoke", "sft", "grpo", "ppo"]
     assert gpu[2]["overrides"] == {"total_training_steps": 20}
@@ -32,6 +33,8 @@ def test_shipped_suites_load():
     ("entries:\n  - {name: a/b, spec: smoke}\n", "must be unique"),
     ("entries:\n  - {name: a, spec: smoke, overrides: [1]}\n", "overrides must be a mapping"),
     ("entries: [\n", "invalid YAML"),
+    ("entries:\n  - {name: a, spec: smoke, gates: [{metric: loss}]}\n", "entry 1 gates[0]: needs min, max or golden"),
+    ("entries:\n  - {name: a, spec: smoke, gates: {metric: loss}}\n", "gates: must be a list"),
 ])
 def test_bad_suites_fail_with_one_line(tmp_path, text, needle):
     write(tmp_path, "s", text)
