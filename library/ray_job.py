@@ -156,7 +156,7 @@ import os
 import tempfile
 import time
 
-from ansible.module_utils import conventions
+from ansible.module_utils import conventions, diagnosis
 from ansible.module_utils import job_record as jr
 from ansible.module_utils import jobspec as js
 from ansible.module_utils import jobspec_render as render
@@ -307,8 +307,29 @@ class Job:
             self.write_text(self.rec["failure"], self.redact(
                 f"state: {state} (ray: {job['status']})\nreason: {reason}\nerror_type: {job['error_type']}\n"
                 f"driver_exit_code: {job['driver_exit_code']}\nmessage: {job['message']}\n"))
+            status["diagnosis"] = self.diagnose(log, status, job)
         self.save_status(status)
         return status
+
+    def diagnose(self, log, status, job):
+        """Why the job failed (module_utils/diagnosis.py), from its driver log, its workers' error logs and
+        the raylet logs of the nodes it ran on; those logs go to debug/logs/ (bounded, redacted)."""
+        try:
+            actors = rc.list_actor_summaries(self.config.dashboard_url)
+            node_ids = {a["node_id"] for a in actors if a.get("job_id") == job["job_id"]} | {job["driver_node_id"]}
+            collected = rc.collect_job_logs(self.config.dashboard_url, node_ids, job["job_id"])
+        except Exception:  # noqa: BLE001 - the diagnosis must not hide the job's own state
+            collected = []
+        if collected:
+            os.makedirs(self.rec["debug_logs"], exist_ok=True)
+        for name, text in collected:
+            self.write_text(os.path.join(self.rec["debug_logs"], os.path.basename(name)), self.redact(text))
+        found = diagnosis.classify([("logs/driver.log", log), *((f"debug/logs/{n}", t) for n, t in collected)],
+                                   status)
+        if found is None:
+            return {"kind": "unknown", "evidence": None,
+                    "hint": "no known signature: read logs/driver.log and debug/ (failure.txt, logs/)"}
+        return self.redact(found)
 
     def result(self, status, progress, **extra):
         state = status.get("state", "UNKNOWN")

@@ -33,6 +33,8 @@ def paths(output_dir):
         "nodes": join(output_dir, "debug", "nodes.json"),
         "actors": join(output_dir, "debug", "actors.json"),
         "failure": join(output_dir, "debug", "failure.txt"),
+        # Ray's error logs of a failed job's workers and the raylet logs of their nodes.
+        "debug_logs": join(output_dir, "debug", "logs"),
         "status": join(output_dir, "status.json"),
         "preflight": join(output_dir, "preflight.json"),
     }

@@ -195,5 +195,36 @@ def list_actor_summaries(dashboard_url, limit=1000):
     from ray.util.state import list_actors
 
     return [{"actor_id": a.actor_id, "class_name": a.class_name, "state": a.state, "node_id": a.node_id,
-             "pid": a.pid, "name": a.name}
+             "pid": a.pid, "name": a.name, "job_id": getattr(a, "job_id", None)}
             for a in list_actors(address=dashboard_url, limit=limit, raise_on_missing_output=False)]
+
+
+def collect_job_logs(dashboard_url, node_ids, job_id, tail=200, max_files=8, timeout=10):
+    """[(name, text)]: what a maintainer asks for when a job fails, bounded in size.
+
+    For each node the job ran on: the tail of its raylet log, and of the error logs of the job's own
+    Ray workers (worker-*-<job_id>-*.err). Read through Ray's state API (no ssh, no CLI); a node
+    that cannot be read is skipped (a dead node is often why the job failed).
+    """
+    from ray.util.state import get_log, list_logs
+
+    found = []
+    for node_id in sorted({n for n in node_ids if n}):
+        try:
+            listed = list_logs(address=dashboard_url, node_id=node_id, timeout=timeout)
+        except Exception:  # noqa: BLE001, S112 - best effort: the node may be dead
+            continue
+        names = [name for files in listed.values() for name in files]
+        wanted = [n for n in names if n == "raylet.out"]
+        if job_id:
+            wanted += sorted(n for n in names if n.startswith("worker-") and n.endswith(".err") and f"-{job_id}-" in n)
+        for name in wanted:
+            if len(found) >= max_files:
+                return found
+            try:
+                text = "".join(get_log(address=dashboard_url, node_id=node_id, filename=name, tail=tail,
+                                       timeout=timeout, errors="replace", filter_ansi_code=True))
+            except Exception:  # noqa: BLE001, S112 - best effort, like the listing
+                continue
+            found.append((f"{node_id[:8]}-{name}", text))
+    return found

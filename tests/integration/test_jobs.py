@@ -184,6 +184,7 @@ def test_job_waiting_for_a_missing_resource_is_stopped_after_the_pending_timeout
     assert st["ray_status"] in ("PENDING", "STOPPED"), st
     assert "Node status" in read(sid, "debug", "ray_status_post.txt")
     assert "PENDING_TIMEOUT" in read(sid, "debug", "failure.txt")
+    assert st["diagnosis"]["kind"] == "resources_pending" and st["diagnosis"]["hint"], st["diagnosis"]
     assert os.path.exists(record(sid, "debug", "nodes.json"))
 
 
@@ -258,6 +259,7 @@ def test_worker_killed_during_a_job_is_recorded_as_failed_with_a_snapshot():
     assert waited.rc == 0, waited
     st = status(sid)
     assert st["state"] == "FAILED" and st["error_type"], st
+    assert st["diagnosis"]["kind"] == "node_died", st["diagnosis"]
     assert os.path.exists(record(sid, "debug", "nodes.json")) and "FAILED" in read(sid, "debug", "failure.txt")
     healed = playbook("up.yml")
     assert healed.rc == 0, healed
@@ -268,3 +270,14 @@ def test_worker_killed_during_a_job_is_recorded_as_failed_with_a_snapshot():
     if orphaned:
         assert re.search(r"orphaned drivers ended: [1-9]", down.out), down
     assert "sleep 600" not in ssh(host, "ps -eo args=")
+
+
+def test_an_import_error_is_diagnosed_with_its_evidence():
+    sid = new_id("importerr")
+    run = playbook("submit.yml", "-e", "spec=smoke", "-e", f"submission_id={sid}", "-e", "workload=command",
+                   "-e", 'entrypoint="python -c \'import verl_no_such_module\'"', "-e", "wait=true")
+    assert run.rc != 0
+    diagnosis = status(sid)["diagnosis"]
+    assert diagnosis["kind"] == "import_error", diagnosis
+    assert diagnosis["evidence"]["file"] == "logs/driver.log"
+    assert "No module named 'verl_no_such_module'" in diagnosis["evidence"]["line"]
