@@ -14,6 +14,8 @@ import time
 LAYOUT = ("config", "logs", "checkpoints", "debug")
 _STEP_LINE = re.compile(r"\bstep:\s*(\d+)\b")
 _LOSS = re.compile(r"\btrain/loss:\s*([-+0-9.eE]+)")
+# Ray colours the "(Actor pid=N)" prefix of a worker's lines; a progress line shows neither.
+_RAY_PREFIX = re.compile(r"\x1b\[[0-9;]*m|^\s*\([^)]*pid=\d+[^)]*\)\s*")
 
 
 def paths(output_dir):
@@ -95,7 +97,7 @@ def last_step_line(log_text, width=200):
     """The newest verl `step:N - ...` line of a log, shortened, or None."""
     for line in reversed(log_text.splitlines()):
         if _STEP_LINE.search(line):
-            line = line.strip()
+            line = _RAY_PREFIX.sub("", _RAY_PREFIX.sub("", line)).strip()
             return line if len(line) <= width else line[: width - 3] + "..."
     return None
 

@@ -144,7 +144,7 @@ def test_read_json_missing_broken_or_directory_is_none(tmp_path):
 
 
 def test_last_step_line_is_the_newest_step_line_stripped():
-    assert jr.last_step_line(LOG) == "(TaskRunner pid=4242) step:4 - train/loss:4.75e-01 - train/grad_norm:1.2 - " \
+    assert jr.last_step_line(LOG) == "step:4 - train/loss:4.75e-01 - train/grad_norm:1.2 - " \
                                      "timing_s/step:0.51"
     assert jr.last_step_line("  step:7 - train/loss:1.0  \n") == "step:7 - train/loss:1.0"
 
@@ -191,3 +191,8 @@ def test_phases():
     # Clocks of different hosts may disagree a little: never a negative duration.
     assert jr.phases(5_000, 4_000, 3_000, 0)["pending_s"] == 0
     assert jr.phases(5_000, 4_000, 3_000, 0)["running_s"] == 0
+
+
+def test_step_line_drops_rays_coloured_actor_prefix():
+    line = "\x1b[36m(TaskRunnerV1 pid=68764)\x1b[0m step:2 - actor/pg_loss:-0.01"
+    assert jr.last_step_line("noise\n" + line + "\n") == "step:2 - actor/pg_loss:-0.01"
