@@ -90,6 +90,11 @@ class ActionModule(ActionBase):
             return self._execute_module(module_name="ray_job", module_args={**connection, **module_args},
                                         task_vars=module_vars)
 
+        if args["submission_id"] is not None:
+            try:
+                jobspec_input.check_id(args["submission_id"])
+            except jobspec_input.JobSpecError as exc:
+                return {**result, "failed": True, "msg": str(exc)}
         if args["action"] == "submit":
             return {**result, **self._submit(module, args, connection["ray_config"])}
         if args["action"] == "wait" and not self._task.check_mode:

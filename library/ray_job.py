@@ -352,9 +352,10 @@ def final_line(job, status):
 
 def submit(module, config):
     try:
-        spec = js.JobSpec.from_dict(module.params["spec"])
+        spec = js.check_cluster(js.JobSpec.from_dict(module.params["spec"]), config)
     except js.JobSpecError as exc:
         raise Failed(str(exc)) from None
+    check_paths(spec, config)
     job = Job(module, config, spec.submission_id, spec.output_dir)
     runtime_env = render.render_runtime_env(spec, config)
     entrypoint = render.render_entrypoint(spec, config)
@@ -410,6 +411,18 @@ def submit(module, config):
                    f"entrypoint: {shown['entrypoint']}\nentrypoint options: {options}\n")
     job.save_status(status)
     return dict(job.result(status, f"{job.sid} submitted"), existed=False, **shown)
+
+
+def check_paths(spec, config):
+    """The record and the checkpoints resolve, symlinks followed, inside the shared root, before anything is
+    written: a symlink planted on the share must not make root write elsewhere."""
+    root = os.path.realpath(config.shared_root)
+    for field in ("output_dir", "checkpoint_dir"):
+        path = getattr(spec, field)
+        real = os.path.realpath(path)
+        if not js.is_inside(real, root):
+            raise Failed(f"jobspec field '{field}': must resolve inside shared_root {root} "
+                         f"(symlinks followed: {real}), got {path!r}")
 
 
 def check_code(spec):
@@ -547,7 +560,11 @@ def run(module):
     if p["action"] == "submit":
         return submit(module, config)
     sid = p["submission_id"]
-    output_dir = p["output_dir"] or conventions.job_dir(config.shared_root, sid)
+    if not conventions.matches(conventions.ID_RULE, sid):
+        raise Failed(f"jobspec field 'submission_id': must be {conventions.ID_RULE[1]}, got {sid!r}")
+    output_dir = conventions.job_dir(config.shared_root, sid)
+    if p["output_dir"] not in (None, output_dir):
+        raise Failed(f"jobspec field 'output_dir': must be {output_dir}, got {p['output_dir']!r}")
     if not os.path.isdir(output_dir):
         raise Failed(f"submission_id '{sid}': no job record at {output_dir}", submission_id=sid)
     return ACTIONS[p["action"]](module, Job(module, config, sid, output_dir))

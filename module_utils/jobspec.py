@@ -32,10 +32,13 @@ TRAINER_REQUIRED = ("model_path", "train_files")
 # Schema patterns, so both accept the same strings.
 # Paths and names go unquoted into hydra overrides and PYTHONPATH: no , = : spaces or quotes.
 _PATH = (r"^/[A-Za-z0-9._/+@-]*$", "an absolute path of letters, digits and ._-/+@")
-_LABEL = (r"^[A-Za-z0-9._-]+$", "a name of letters, digits or ._-")
 _ENV_NAME = (r"^[A-Za-z_][A-Za-z0-9_]*$",
              "an environment variable name (letters, digits and _, not starting with a digit)")
-_OVERRIDE = (r"^[^=\s][^=]*=.*$", "a hydra override 'key=value' with a non-empty key")
+# A plain dotted key (optionally +, ++ or ~ for hydra's append/force/delete), then a value on one line. Hydra's
+# own flags (--cfg, --config-dir, -m) and hydra.* keys would change what runs or where it writes: refused.
+_OVERRIDE = (r"^(?!\+{0,2}hydra[./=])(\+\+|\+|~)?[A-Za-z_][A-Za-z0-9_.@/+~-]*=[^\x00-\x1f\x7f]*$",
+             ("a hydra override 'key=value': a plain dotted key (letters, digits, _.-/@, optional +, ++ or ~ "
+              "first, not hydra.*) and a one-line value"))
 _COMMAND = (r"^\s*\S[\s\S]*$", "a non-empty command")
 _HOST = r"([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])"
 _HOSTPORT = (rf"^{_HOST}:[0-9]{{1,5}}$", "host:port")
@@ -128,9 +131,9 @@ SPEC_FIELDS = (
           default=[], item=Field("", "str", pattern=_OVERRIDE)),
     Field("reward_fn_path", "path", "Python file with a custom reward function "
           "(custom_reward_function.path; ppo and grpo).", nullable=True),
-    Field("project_name", "str", "trainer.project_name.", default="verl-ray", pattern=_LABEL),
+    Field("project_name", "str", "trainer.project_name.", default="verl-ray", pattern=conventions.ID_RULE),
     Field("experiment_name", "str", "trainer.experiment_name; default the submission id.",
-          pattern=_LABEL),
+          pattern=conventions.ID_RULE),
     Field("metadata", "map", "Free-form string labels kept with the job.", default={},
           item=_STRING),
 )
@@ -198,6 +201,7 @@ def _check(f, value, path, complete=True):
     """
     if value is None and f.nullable:
         return None
+    _no_nul(value, path)
     kind = f.kind
     if kind == "object":
         return _check_fields(f.fields, value, path, complete=complete)
@@ -225,6 +229,20 @@ def _check(f, value, path, complete=True):
     if kind == "mapping" and isinstance(value, dict):
         return copy.deepcopy(value)
     raise JobSpecError(path, f"must be {_expect(f)}", value)
+
+
+def _no_nul(value, path):
+    """No value anywhere may hold NUL: C strings (argv, env, paths) would cut it there silently."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise JobSpecError(path, "must not contain a NUL character", value)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _no_nul(key, _join(path, key))
+            _no_nul(item, _join(path, key))
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            _no_nul(item, f"{path}[{i}]")
 
 
 def _check_fields(fields, value, path, *, complete):
@@ -366,11 +384,43 @@ def _finish(name, data):
     if v["code_id"] is not None and v["code_path"] != conventions.verl_code_dir(v["shared_root"], v["code_id"]):
         raise JobSpecError("code_path", "must be <shared_root>/common/code/verl/<code_id> "
                            "when code_id is set (set one of them, not both)", v["code_path"])
-    if not v["output_dir"].startswith(v["shared_root"].rstrip("/") + "/"):
-        raise JobSpecError("output_dir", f"must be under shared_root {v['shared_root']}",
+    # One job's record is its own: never a parent of others' records, nor another job's directory.
+    expected = conventions.job_dir(v["shared_root"], v["submission_id"])
+    if v["output_dir"] != expected:
+        raise JobSpecError("output_dir", f"must be {expected} (<shared_root>/jobs/<submission_id>)",
                            v["output_dir"])
+    if not is_inside(v["checkpoint_dir"], v["shared_root"]):
+        raise JobSpecError("checkpoint_dir", f"must be inside shared_root {v['shared_root']}",
+                           v["checkpoint_dir"])
     return JobSpec(name=name, **{**v, "resources": Resources(**v["resources"]),
                                  "timeouts": Timeouts(**v["timeouts"])})
+
+
+def is_inside(path, root):
+    """Whether normalised absolute path lies strictly below root (no symlinks resolved here)."""
+    root = "/" + posixpath.normpath(root).lstrip("/")
+    path = "/" + posixpath.normpath(path).lstrip("/")
+    return root != "/" and path.startswith(root.rstrip("/") + "/")
+
+
+def _check_root(shared_root, rc):
+    if shared_root != "/" + posixpath.normpath(rc.shared_root).lstrip("/"):
+        raise JobSpecError("shared_root", f"must be the cluster's shared root {rc.shared_root} "
+                           "(ray_config.shared_root)", shared_root)
+
+
+def check_cluster(spec, ray_config):
+    """The rules between a spec and its cluster: the job's shared root is the cluster's, and its driver
+    keeps the cluster's default entrypoint resources (worker_node keeps it off the head)."""
+    spec, rc = as_spec(spec), as_ray_config(ray_config)
+    _check_root(spec.shared_root, rc)
+    missing = sorted(set(rc.entrypoint_resources) - set(spec.resources.entrypoint_resources))
+    if missing:
+        raise JobSpecError("resources.entrypoint_resources",
+                           f"must keep {', '.join(missing)} from ray_config.entrypoint_resources (without it the "
+                           "driver may run on the head, away from the workers); add your resources beside it",
+                           spec.resources.entrypoint_resources)
+    return spec
 
 
 def as_ray_config(ray_config) -> RayConfig:
@@ -430,6 +480,7 @@ def resolve(spec, *, name, ray_config, site_defaults=None, cli=None, now=None,
                            values["code_path"])
 
     root = values.setdefault("shared_root", rc.shared_root)
+    _check_root(root, rc)
     sid = values.setdefault("submission_id", _default_id(name, now, token))
     values["resources"].setdefault("entrypoint_resources", copy.deepcopy(rc.entrypoint_resources))
     output_dir = values.setdefault("output_dir", conventions.job_dir(root, sid))
@@ -439,4 +490,4 @@ def resolve(spec, *, name, ray_config, site_defaults=None, cli=None, now=None,
         values["code_path"] = conventions.verl_code_dir(root, values["code_id"])
     elif values.get("workload") == "smoke" and values.get("code_path") is None:
         values["code_path"] = conventions.smoke_code_dir(root)
-    return _finish(name, values)
+    return check_cluster(_finish(name, values), rc)

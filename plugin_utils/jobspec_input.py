@@ -14,8 +14,21 @@ from ansible.module_utils.jobspec import SPEC_FIELDS, JobSpecError, _expect, _jo
 
 # Extra vars that steer the playbooks rather than describe the job.
 PLAYBOOK_KNOBS = frozenset({"spec", "wait", "poll_s", "force", "id", "do", "preflight", "suite", "run_id", "state"})
+# Knobs of other playbooks that a submit would otherwise ignore, and what to use instead.
+MISPLACED_KNOBS = {"id": "use -e submission_id=ID", "run_id": "it names a regression run (regression.yml)",
+                   "do": "it is job.yml's (-e id=ID -e do=...)"}
 # Inventory-style variables a user may pass with -e; they are not JobSpec fields.
 _KNOWN_PREFIXES = ("ansible_", "ray_", "shared_root_", "jobspec_", "code_snapshot_", "regression_")
+
+
+SPEC_FIELD_NAMES = frozenset(f.name for f in SPEC_FIELDS)
+
+
+def check_id(value, field="submission_id"):
+    """An id from the command line (job.yml -e id, regression.yml -e run_id): the one id rule, the one error."""
+    if not conventions.matches(conventions.ID_RULE, value):
+        raise JobSpecError(field, f"must be {conventions.ID_RULE[1]}", value)
+    return value
 
 
 def list_specs(specs_dir) -> list:
@@ -151,6 +164,10 @@ def spec_overrides(extra_vars):
         # Ansible splits `-e key=two words` at the space and keeps the rest here.
         raise JobSpecError("-e", "is not key=value; quote a value with spaces, e.g. "
                            "-e 'entrypoint=\"echo hi\"'", extra_vars["_raw_params"])
+    for knob, use in MISPLACED_KNOBS.items():
+        # job.yml's and regression.yml's knobs mean nothing to a submit: dropping them would submit another id.
+        if knob in extra_vars:
+            raise JobSpecError(knob, f"is not a submit option: {use}", extra_vars[knob])
     return {k: v for k, v in extra_vars.items()
             if k not in PLAYBOOK_KNOBS and not k.startswith(_KNOWN_PREFIXES)}
 
@@ -211,6 +228,11 @@ def load_suite(name, suites_dir):
             raise SuiteError(f"{where}: name {entry['name']!r} must be unique, {conventions.NAME_RULE[1]}")
         if not isinstance(entry.get("overrides", {}), dict):
             raise SuiteError(f"{where}: overrides must be a mapping of field: value")
+        for key in entry.get("overrides") or {}:
+            # Only JobSpec fields: spec, wait and ray_* steer the run, and a suite entry must not retarget it.
+            if str(key).split(".")[0] not in SPEC_FIELD_NAMES:
+                raise SuiteError(f"{where}: overrides key {key!r} is not a jobspec field "
+                                 "(spec, wait, poll_s and ray_* are not overrides)")
         try:
             gates = regression_gates.check_gates(entry.get("gates"), f"{where} gates")
         except regression_gates.GateError as exc:

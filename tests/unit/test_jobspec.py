@@ -246,8 +246,8 @@ def test_ray_config_defaults_and_derived_values():
     assert (rc.shared_root, rc.entrypoint_resources, rc.runtime_env, rc.python) == (
         "/private", {"worker_node": 1}, {}, "python")
     assert "HF_TOKEN" in rc.secret_env_names
-    spec = run({**SFT, "shared_root": "/data", "code_id": "v1"},
-               rc={**RC, "entrypoint_resources": {"gpu_host": 0.5}})
+    spec = run({**SFT, "code_id": "v1"},
+               rc={**RC, "shared_root": "/data", "entrypoint_resources": {"gpu_host": 0.5}})
     assert spec.code_path == "/data/common/code/verl/v1"
     assert spec.output_dir.startswith("/data/jobs/")
     assert spec.resources.entrypoint_resources == {"gpu_host": 0.5}
@@ -410,7 +410,7 @@ def test_runtime_env_pythonpath_and_env_precedence():
 def test_entrypoint_options_omit_zeros():
     assert jobspec_render.entrypoint_options(run(SMOKE)) == {"entrypoint_resources": {"worker_node": 1}}
     spec = run({**SMOKE, "resources": {"entrypoint_num_cpus": 1, "entrypoint_memory": 2**30,
-                                       "entrypoint_resources": {}}})
+                                       "entrypoint_resources": {}}}, rc={**RC, "entrypoint_resources": {}})
     assert jobspec_render.entrypoint_options(spec.to_dict()) == {"entrypoint_num_cpus": 1,
                                                           "entrypoint_memory": 2**30}
 

@@ -24,8 +24,8 @@ def resolve(specs_dir, extra_vars, name="smoke", **kwargs):
 
 
 def test_resolve_ignores_playbook_knobs_and_inventory_names(specs_dir):
-    spec = resolve(specs_dir, {"spec": "smoke", "wait": "true", "force": True, "id": "x", "do": "logs",
-                               "poll_s": "5", "run_id": "r1", "ansible_python_interpreter": "/usr/bin/python3",
+    spec = resolve(specs_dir, {"spec": "smoke", "wait": "true", "force": True,
+                               "poll_s": "5", "ansible_python_interpreter": "/usr/bin/python3",
                                "ray_python": "/opt/ray/bin/python", "ray_cleanup_legacy": "true"})
     assert spec["workload"] == "smoke" and spec["name"] == "smoke"
     assert spec["timeouts"]["pending_s"] == 120
