@@ -69,6 +69,8 @@ def entry_result(entry_name, spec, submission_id, status, log_tail, record_dir, 
         "error_type": get("error_type"),
         "reason": get("reason"),
         "message": one_line(get("message"), MESSAGE_WIDTH),
+        # Why a failed job failed (module_utils/diagnosis.py, written into its status.json).
+        "diagnosis": get("diagnosis"),
         "log_tail": "\n".join((log_tail or "").splitlines()[-LOG_TAIL_LINES:]),
         "record": record_dir,
     }
@@ -356,7 +358,11 @@ def _failure_text(entry):
     if entry["state"] == "SUCCEEDED" and failed_gates:
         return "; ".join(failed_gates)
     head = " / ".join(str(p) for p in (entry["state"], entry["reason"], entry["error_type"]) if p)
-    return f"{head}: {entry['message']}" if entry["message"] else head
+    text = f"{head}: {entry['message']}" if entry["message"] else head
+    found = entry.get("diagnosis") or {}
+    if found.get("kind") and found["kind"] != "unknown":
+        text += f" [diagnosis: {found['kind']}: {found.get('hint', '')}]"
+    return text
 
 
 def _record_link(sid):

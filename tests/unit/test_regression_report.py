@@ -341,3 +341,12 @@ def test_report_module_reads_metrics_jsonl_else_the_log_and_adds_a_missing_plot(
     assert (record / vm.PLOT_FILE).read_text().startswith("<svg")
     (record / vm.METRICS_FILE).write_text(vm.jsonl([{"step": 7, "loss": 1.0}]))
     assert ray_regression_report.metric_rows(str(record), log, write_plot=True) == [{"step": 7, "loss": 1.0}]
+
+
+def test_a_failed_entry_names_its_diagnosis():
+    status = {"state": "FAILED", "reason": None, "error_type": None, "message": "exit code 1",
+              "diagnosis": {"kind": "import_error", "evidence": {"file": "logs/driver.log", "line": "x"},
+                            "hint": "check code_id"}}
+    entry = rr.entry_result("bad", "smoke", "r-bad", status, "", "/private/jobs/r-bad")
+    assert entry["diagnosis"]["kind"] == "import_error"
+    assert rr._failure_text(entry) == "FAILED: exit code 1 [diagnosis: import_error: check code_id]"
