@@ -20,6 +20,9 @@ from ansible.utils.vars import load_extra_vars
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from plugin_utils import PROJECT_ROOT, jobspec_input, ray_action
 
+# Importable once plugin_utils has put the project's module_utils on ansible.module_utils' path.
+from ansible.module_utils import redaction  # isort: skip
+
 display = Display()
 
 POLL_S = 20
@@ -82,13 +85,24 @@ class ActionModule(ActionBase):
             ("action", "wait", ("submission_id",)), ("action", "status", ("submission_id",)),
             ("action", "stop", ("submission_id",)), ("action", "logs", ("submission_id",))])
         connection, python = ray_action.connection(self._templar, args, address="ray_config")
+        try:
+            connection["ray_config"] = self._with_site_secret_names(connection["ray_config"])
+        except jobspec_input.JobSpecError as exc:
+            return {**result, "failed": True, "msg": str(exc)}
+        rc = connection["ray_config"]
+        names = tuple((rc.get("secret_env_names") if isinstance(rc, dict) else None)
+                      or redaction.DEFAULT_SECRET_ENV_NAMES)
         # The module runs with the nodes' Ray Python (ray_python), not the host's default one.
         module_vars = dict(task_vars, ansible_python_interpreter=python)
         self._host = task_vars.get("inventory_hostname", "")
 
         def module(**module_args):
-            return self._execute_module(module_name="ray_job", module_args={**connection, **module_args},
-                                        task_vars=module_vars)
+            out = self._execute_module(module_name="ray_job", module_args={**connection, **module_args},
+                                       task_vars=module_vars)
+            if "invocation" in out:
+                # -vvv shows the module's arguments (the resolved spec and its env): only a redacted copy.
+                out["invocation"] = redaction.redact(out["invocation"], names)
+            return out
 
         if args["submission_id"] is not None:
             try:
@@ -138,6 +152,18 @@ class ActionModule(ActionBase):
         return jobspec_input.resolve_job(
             name, ray_config=ray_config, specs_dir=args["specs_dir"] or os.path.join(PROJECT_ROOT, "jobspecs"),
             site_defaults=site_defaults, overrides=overrides, extra_vars=extra)
+
+    def _with_site_secret_names(self, ray_config):
+        """ray_config with the site's extra secret names (inventory jobspec_secret_env_names) added."""
+        extra = ray_action.inventory_value(self._templar, "jobspec_secret_env_names", []) or []
+        if not isinstance(extra, list) or not all(
+                isinstance(n, str) and jobspec_input.conventions.matches(jobspec_input.ENV_NAME_RULE, n) for n in extra):
+            raise jobspec_input.JobSpecError("jobspec_secret_env_names", "must be a list of environment variable names",
+                                             extra)
+        if not extra or not isinstance(ray_config, dict):
+            return ray_config
+        have = list(ray_config.get("secret_env_names") or redaction.DEFAULT_SECRET_ENV_NAMES)
+        return {**ray_config, "secret_env_names": have + [n for n in extra if n not in have]}
 
     def _show(self, line):
         display.display(f"{self._host} | {line}")

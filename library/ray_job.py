@@ -265,7 +265,10 @@ class Job:
             return nodes
         try:
             jobs = [rc.job_summary(j) for j in self.client.list_jobs()]
-            lines = [f"{j['submission_id']}\t{j['status']}\t{j['entrypoint']}" for j in jobs]
+            # Other jobs' entrypoints may carry their owners' secrets: only this job's is kept.
+            lines = [f"{j['submission_id']}\t{j['status']}\t" + (j["entrypoint"] if j["submission_id"] == self.sid
+                                                                  else "(another job's entrypoint not kept)")
+                     for j in jobs]
         except Exception as exc:  # noqa: BLE001
             lines = [f"job list unavailable: {exc}"]
         self.write_text(self.rec["job_list_post"], self.redact("\n".join(lines) + "\n"))
@@ -360,8 +363,10 @@ def submit(module, config):
     runtime_env = render.render_runtime_env(spec, config)
     entrypoint = render.render_entrypoint(spec, config)
     options = render.entrypoint_options(spec)
-    command = render.submit_command(spec, config, runtime_env)
     job.learn_secrets(runtime_env)
+    # Rendered from the runtime_env redacted by name: a secret with a quote (shell- or JSON-escaped in the
+    # command) or shorter than four characters would survive a search for its value afterwards.
+    command = render.submit_command(spec, config, job.redact(runtime_env))
     # What --check shows is exactly what is submitted: this one rendering (redacted).
     shown = dict(entrypoint=job.redact(entrypoint), runtime_env=job.redact(runtime_env),
                  entrypoint_options=options, submit_cmd=job.redact(command))

@@ -10,7 +10,11 @@ import re
 DEFAULT_SECRET_ENV_NAMES = ("WANDB_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "RAY_AUTH_TOKEN")
 REDACTED = "<redacted>"
 
-_SECRET_NAME = re.compile(r"(_TOKEN|_API_KEY|_SECRET)$|PASSWORD", re.IGNORECASE)
+# Names people give secrets: *_TOKEN, *_SECRET, *_KEY (API, access, secret, private keys; AWS_SECRET_ACCESS_KEY),
+# *_PAT (personal access tokens), *_PASSWD, *_PASSPHRASE, *_CREDENTIALS and PASSWORD/PASSWD anywhere. Hiding a
+# harmless value by mistake costs little; printing a key costs a lot. A site adds its own names (secret_env_names).
+_SECRET_NAME = re.compile(r"(^|_)(TOKEN|SECRET|KEY|PAT|PASSWD|PASSPHRASE|CREDENTIALS?)$|PASSWORD|PASSWD",
+                          re.IGNORECASE)
 
 
 def is_secret_name(key, secret_names=DEFAULT_SECRET_ENV_NAMES) -> bool:

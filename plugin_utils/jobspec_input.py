@@ -22,6 +22,7 @@ _KNOWN_PREFIXES = ("ansible_", "ray_", "shared_root_", "jobspec_", "code_snapsho
 
 
 SPEC_FIELD_NAMES = frozenset(f.name for f in SPEC_FIELDS)
+ENV_NAME_RULE = jobspec._ENV_NAME
 
 
 def check_id(value, field="submission_id"):
