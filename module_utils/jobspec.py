@@ -61,7 +61,7 @@ class JobSpecError(ValueError):
 class Field:
     """One field of a spec or of the ray config: its type, constraints, default and doc.
 
-    kinds: str, int, number, path, paths (a path or a list of paths), list (of `item`),
+    kinds: str, int, number, bool, path, paths (a path or a list of paths), list (of `item`),
     map (keys match `pattern`, values are `item`), object (nested `fields`), mapping (free-form).
     """
 
@@ -105,6 +105,9 @@ SPEC_FIELDS = (
           pattern=conventions.ID_RULE, nullable=True),
     Field("code_path", "path", "Directory put first on PYTHONPATH (e.g. a verl checkout); "
           "default for smoke: <shared_root>/common/code/smoke.", nullable=True),
+    Field("user_code", "bool", "Put <shared_root>/user/code (people's own code, writable by anyone who can write the "
+          "share) on the job's PYTHONPATH and on the head's config check (preflight). Off unless a job asks.",
+          default=False),
     Field("model_path", "path", "Model directory; required for ppo, grpo and sft.", nullable=True),
     Field("train_files", "paths", "Training parquet file(s); required for ppo, grpo and sft.",
           nullable=True, item=Field("", "path")),
@@ -178,6 +181,8 @@ def _expect(f):
         text = "a positive integer" if f.minimum >= 1 else "a non-negative integer"
     elif kind == "number":
         text = "a number > 0" if f.exclusive else "a number >= 0"
+    elif kind == "bool":
+        text = "true or false"
     elif kind == "str":
         text = ("one of " + ", ".join(f.choices) if f.choices
                 else f.pattern[1] if f.pattern else "a string")
@@ -206,6 +211,8 @@ def _check(f, value, path, complete=True):
     if kind == "object":
         return _check_fields(f.fields, value, path, complete=complete)
     if kind == "int" and _is_int(value) and value >= f.minimum:
+        return value
+    if kind == "bool" and isinstance(value, bool):
         return value
     if kind == "number" and _is_number(value) and (
             value > f.minimum if f.exclusive else value >= f.minimum):
@@ -339,6 +346,7 @@ class JobSpec:
     shared_root: str
     code_id: str | None
     code_path: str | None
+    user_code: bool
     model_path: str | None
     train_files: str | list | None
     val_files: str | list | None

@@ -34,7 +34,9 @@ def render_runtime_env(spec, ray_config) -> dict:
         # sft_trainer_ray calls ray.init() itself; "auto" joins the cluster the job runs in.
         env_vars["RAY_ADDRESS"] = "auto"
     env_vars.update(spec.env)
-    user_code = conventions.user_code_dir(spec.shared_root)
+    # The share's user/code is writable by its users: a sitecustomize.py there would run in every job (as
+    # root) and in the head's preflight. Only a job that asks for it gets it.
+    user_code = conventions.user_code_dir(spec.shared_root) if spec.user_code else None
     env_vars["PYTHONPATH"] = ":".join(
         p for p in (spec.code_path, user_code, env_vars.get("PYTHONPATH")) if p)
     runtime_env["env_vars"] = {k: str(v) for k, v in env_vars.items()}

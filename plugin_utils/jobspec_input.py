@@ -106,6 +106,8 @@ def _coerce(f, value, path):
         return None
     if kind in ("str", "path"):
         return value
+    if kind == "bool" and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
     if kind == "int" and re.fullmatch(r"\s*[+-]?[0-9]+\s*", value):
         return int(value)
     if kind == "number":

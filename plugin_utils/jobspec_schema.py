@@ -19,6 +19,8 @@ def _schema(f):
             schema["required"] = required
     elif kind == "int":
         schema = {"type": "integer", "minimum": f.minimum}
+    elif kind == "bool":
+        schema = {"type": "boolean"}
     elif kind == "number":
         schema = {"type": "number", ("exclusiveMinimum" if f.exclusive else "minimum"): f.minimum}
     elif kind == "str":

@@ -74,7 +74,9 @@ def test_smoke_runs_on_a_worker_and_leaves_a_complete_record():
     spec = json.loads(read(sid, "config", "job_spec.json"))
     assert spec["submission_id"] == sid and spec["workload"] == "smoke" and spec["save_freq"] == 10
     runtime_env = json.loads(read(sid, "config", "runtime_env.json"))
-    assert runtime_env["env_vars"]["PYTHONPATH"].startswith("/private/common/code/smoke:/private/user/code")
+    # user/code is opt-in (issue 10 §4): a job that does not ask for it does not import from it.
+    assert runtime_env["env_vars"]["PYTHONPATH"].startswith("/private/common/code/smoke")
+    assert "/private/user/code" not in runtime_env["env_vars"]["PYTHONPATH"]
     assert "PYTHONPATH" in json.loads(read(sid, "config", "env_var_names.json"))
     cmd = read(sid, "config", "submit_cmd.txt")
     assert cmd.startswith("ray job submit ") and f"--submission-id {sid}" in cmd and "worker_node" in cmd

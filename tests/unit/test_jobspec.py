@@ -234,7 +234,7 @@ def test_defaults():
                       "entrypoint_num_gpus": 0, "entrypoint_memory": 0,
                       "entrypoint_resources": {"worker_node": 1}},
         "shared_root": "/private", "code_id": None, "code_path": "/private/common/code/smoke",
-        "model_path": None, "train_files": None, "val_files": None,
+        "user_code": False, "model_path": None, "train_files": None, "val_files": None,
         "output_dir": f"/private/jobs/{sid}", "checkpoint_dir": f"/private/jobs/{sid}/checkpoints",
         "save_freq": 10, "total_training_steps": None, "total_epochs": None,
         "timeouts": {"pending_s": 600, "max_run_s": None}, "env": {}, "overrides": [],
@@ -395,13 +395,14 @@ def test_sft_entrypoint_and_runtime_env():
 def test_runtime_env_pythonpath_and_env_precedence():
     rc = {**RC, "runtime_env": {"env_vars": {"HF_HUB_OFFLINE": "1", "A": "site"},
                                 "config": {"setup_timeout_seconds": 60}}}
-    spec = run({**PPO, "code_id": "v1", "env": {"A": "job"}}, rc=rc)
+    spec = run({**PPO, "code_id": "v1", "env": {"A": "job"}, "user_code": True}, rc=rc)
     runtime_env = jobspec_render.render_runtime_env(spec, rc)
     assert runtime_env == {
         "config": {"setup_timeout_seconds": 60},
         "env_vars": {"HF_HUB_OFFLINE": "1", "A": "job",
                      "PYTHONPATH": "/private/common/code/verl/v1:/private/user/code"}}
-    no_code = jobspec_render.render_runtime_env(run({**PPO, "env": {"PYTHONPATH": "/opt/extra"}}), rc)
+    no_code = jobspec_render.render_runtime_env(run({**PPO, "env": {"PYTHONPATH": "/opt/extra"}}, cli={
+        "user_code": True}), rc)
     assert no_code["env_vars"]["PYTHONPATH"] == "/private/user/code:/opt/extra"
     assert "working_dir" not in runtime_env
     assert rc["runtime_env"]["env_vars"] == {"HF_HUB_OFFLINE": "1", "A": "site"}
@@ -510,3 +511,19 @@ def test_smoke_spec_file():
     spec = run(jobspec_input.load_spec_file(path), name="smoke")
     assert spec.workload == "smoke"
     assert (spec.timeouts.pending_s, spec.timeouts.max_run_s) == (120, 300)
+
+
+def test_user_code_is_opt_in_for_the_job_and_its_preflight():
+    """Issue 10 §4: the share's user/code is writable by its users; only a job that asks imports from it."""
+    default = run({**PPO, "code_id": "v1"})
+    assert default.user_code is False
+    env = jobspec_render.render_runtime_env(default, RC)["env_vars"]
+    assert env["PYTHONPATH"] == "/private/common/code/verl/v1"
+    smoke_env = jobspec_render.render_runtime_env(run(SMOKE), RC)["env_vars"]
+    assert "/private/user/code" not in smoke_env["PYTHONPATH"]
+    asked = run({**PPO, "code_id": "v1"}, cli={"user_code": True})
+    assert jobspec_render.render_runtime_env(asked, RC)["env_vars"]["PYTHONPATH"] == (
+        "/private/common/code/verl/v1:/private/user/code")
+    for bad in ("yes", 1, "true"):
+        with pytest.raises(JobSpecError, match=r"^jobspec field 'user_code': must be true or false"):
+            run({**SMOKE, "user_code": bad})

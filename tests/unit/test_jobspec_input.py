@@ -98,3 +98,13 @@ def test_overrides_then_extra_vars_win_over_the_file_and_site_defaults(specs_dir
 def test_bad_site_defaults_name_the_key(specs_dir):
     with pytest.raises(JobSpecError, match="jobspec_defaults.smoke"):
         resolve(specs_dir, {}, site_defaults={"smoke": ["x"]})
+
+
+@pytest.mark.parametrize(("text", "want"), [("true", True), ("false", False), ("True", True)])
+def test_user_code_from_the_command_line(specs_dir, text, want):
+    assert resolve(specs_dir, {"spec": "smoke", "user_code": text})["user_code"] is want
+
+
+def test_user_code_rejects_other_words(specs_dir):
+    with pytest.raises(JobSpecError, match=r"^jobspec field 'user_code': must be true or false"):
+        resolve(specs_dir, {"spec": "smoke", "user_code": "yes"})
