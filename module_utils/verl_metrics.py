@@ -34,9 +34,9 @@ SUMMARY_KEYS = {
 # Charted in this order when present; each gets a panel.
 PLOT_SERIES = ("loss", "reward", "kl", "entropy", "grad_norm", "critic_loss", "response_length", "step_time_s")
 
-# The line's own step: at the start of the line or after a prefix such as Ray's "(TaskRunner pid=1) ",
-# never the end of a key like training/global_step:3.
-_STEP = re.compile(r"(?:^|\s)step:(\d+) - ")
+# The line's own step, after whatever precedes it on the line (Ray's "(TaskRunner pid=1) ", a progress bar's
+# "...1.36s/it]" without a newline), but never the end of a key like training/global_step:3.
+_STEP = re.compile(r"(?<![\w/])step:(\d+) - ")
 _PAIR = re.compile(r"(?:^|\s-\s)([A-Za-z_][\w/().@-]*):\s*([^\s]+)")
 # numpy 2 reprs scalars as np.float64(0.5); pprint of a plain float is just 0.5.
 _NP_SCALAR = re.compile(r"^(?:np|numpy)\.\w+\((.*)\)$")

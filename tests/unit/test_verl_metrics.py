@@ -18,7 +18,7 @@ GRPO_LOG = """\
 
 SFT_LOG = """\
 step:1 - perf/max_memory_allocated_gb:0.603 - train/loss:6.0 - train/grad_norm:3.30 - train/lr:0.001
-step:2 - train/loss:5.75 - train/grad_norm:2.9
+Epoch 1/4:  12%|#         | 1/8 [00:01<00:09,  1.36s/it]step:2 - train/loss:5.75 - train/grad_norm:2.9
 step:2 - val/loss:5.625
 Final validation metrics: {'val/loss': 5.625}
 """
