@@ -95,13 +95,13 @@ def _values(rows, metric):
 
 
 def describe(gate):
-    """`reward last >= 0.02`, `reward first = 0.0775 ± 50 %`: the gate in words."""
+    """`reward last ≥ 0.02`, `reward first = 0.0775 ± 50 %`: the gate in words."""
     name = f"{gate['metric']} {gate['at']}"
     parts = []
     if "min" in gate:
-        parts.append(f">= {gate['min']:g}")
+        parts.append(f"≥ {gate['min']:g}")
     if "max" in gate:
-        parts.append(f"<= {gate['max']:g}")
+        parts.append(f"≤ {gate['max']:g}")
     if "golden" in gate:
         if "abs_tolerance" in gate:
             parts.append(f"= {gate['golden']:g} ± {gate['abs_tolerance']:g}")

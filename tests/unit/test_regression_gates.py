@@ -32,7 +32,7 @@ def test_gate_outcomes(gate, ok):
 def test_failed_gate_names_metric_value_and_bound():
     res = one({"metric": "reward", "at": "last", "min": 0.5})
     assert res["value"] == 0.10 and res["metric"] == "reward"
-    assert res["message"] == "gate reward last >= 0.5: reward last = 0.1, below 0.5"
+    assert res["message"] == "gate reward last ≥ 0.5: reward last = 0.1, below 0.5"
 
 
 def test_missing_metric_fails_its_gate():
@@ -45,7 +45,7 @@ def test_describe():
     assert rg.describe({"metric": "reward", "at": "first", "golden": 0.0775, "tolerance": 0.5}) == \
         "reward first = 0.0775 ± 50 %"
     assert rg.describe({"metric": "step_time_s", "at": "max", "min": 0, "max": 120}) == \
-        "step_time_s max >= 0 and <= 120"
+        "step_time_s max ≥ 0 and ≤ 120"
 
 
 @pytest.mark.parametrize("gates, message", [

@@ -300,11 +300,11 @@ def test_failed_gate_fails_a_succeeded_entry_and_names_the_metric():
     case = ET.fromstring(rr.junit_xml(rep)).find(".//testcase")
     failure = case.find("failure")
     assert failure.get("type") == "GATE"
-    assert failure.get("message") == "gate reward last >= 0.5: reward last = 0.09, below 0.5"
+    assert failure.get("message") == "gate reward last ≥ 0.5: reward last = 0.09, below 0.5"
     md = rr.summary_md(rep, [])
     assert "| grpo | SUCCEEDED (gate failed) | 2 | 6 → 5.75 | 0.09 | 1/2 |" in md
-    assert "- ✗ **grpo** gate reward last >= 0.5: reward last = 0.09, below 0.5" in md
-    assert "- ✓ **grpo** gate step last >= 2: 2" in md
+    assert "- ✗ **grpo** gate reward last ≥ 0.5: reward last = 0.09, below 0.5" in md
+    assert "- ✓ **grpo** gate step last ≥ 2: 2" in md
     assert "[metrics](../../jobs/grpo-0001/metrics.svg)" in md and "[trend.svg](trend.svg)" in md
 
 
