@@ -226,7 +226,20 @@ class Job:
         return info
 
     def status(self):
-        return jr.read_json(self.rec["status"]) or {}
+        data = jr.read_json(self.rec["status"])
+        return data if isinstance(data, dict) else {}
+
+    def rebuilt_status(self):
+        """status.json lost or unreadable: what the record still says (config/job_spec.json), no submit time.
+
+        Without submitted_at the pending timeout is not enforced: a lost file must never stop a healthy job."""
+        spec = jr.read_json(self.rec["job_spec"])
+        spec = spec if isinstance(spec, dict) else {}
+        timeouts = spec.get("timeouts") if isinstance(spec.get("timeouts"), dict) else {}
+        return {"submission_id": self.sid, "spec": spec.get("name"), "workload": spec.get("workload"),
+                "state": "UNKNOWN", "final": False, "reason": None, "record": self.rec["dir"],
+                "rebuilt": "status.json was missing or unreadable",
+                "timeouts": {"pending_s": timeouts.get("pending_s", 600), "max_run_s": timeouts.get("max_run_s")}}
 
     def save_status(self, status):
         old = self.status()
@@ -461,9 +474,13 @@ def compose(module, spec, config, runtime_env):
 
 def stop_for(job, status, reason):
     """Stop a job we gave up on and say why in its record."""
+    try:
+        job.client.stop_job(job.sid)
+    except Exception as exc:  # noqa: BLE001 - a stop that failed is not recorded as one
+        raise Failed(f"{job.sid}: stopping the job failed, its record is unchanged: "
+                     f"{conventions.one_line(job.redact(str(exc)), 200)}") from None
     status["reason"] = reason
     job.save_status(status)
-    job.client.stop_job(job.sid)
     # Ray may not stop a job whose driver was never placed (ray#31008); it fails such a job
     # itself at RAY_JOB_START_TIMEOUT_SECONDS. We record our verdict without waiting for that.
     deadline = time.monotonic() + (10 if reason == "PENDING_TIMEOUT" else 30)
@@ -478,6 +495,8 @@ def stop_for(job, status, reason):
 def follow(module, job):
     """action=wait: follow the job for up to poll_s seconds, enforcing its pending_s and max_run_s."""
     status = job.status()
+    if not status.get("submission_id"):
+        status = job.rebuilt_status()
     if status.get("final"):
         return job.result(status, f"{final_line(job, status)} (final)")
     if module.check_mode:
@@ -491,7 +510,8 @@ def follow(module, job):
                          **job.result(status, f"{job.sid}: unknown to Ray"))
         summary = rc.job_summary(info)
         now = jr.now_ms()
-        if summary["status"] == "PENDING" and now - (status.get("submitted_at") or 0) > timeouts.get("pending_s", 600) * 1000:
+        if (summary["status"] == "PENDING" and status.get("submitted_at")
+                and now - status["submitted_at"] > timeouts.get("pending_s", 600) * 1000):
             info = stop_for(job, status, "PENDING_TIMEOUT")
         elif (summary["status"] == "RUNNING" and timeouts.get("max_run_s") and summary["start_time"]
               and now - summary["start_time"] > timeouts["max_run_s"] * 1000):
@@ -575,6 +595,17 @@ def run(module):
     return ACTIONS[p["action"]](module, Job(module, config, sid, output_dir))
 
 
+def connection_problem(exc, p):
+    """One line for a failure to talk to Ray: the dashboard address, or the token file when it was refused."""
+    url = (p["ray_config"] or {}).get("dashboard_url")
+    text = conventions.one_line(str(exc), 200)
+    if isinstance(exc, OSError) and getattr(exc, "filename", None) == p["token_path"] and p["token_path"]:
+        return f"cannot read the Ray token file {p['token_path']}: {exc.strerror}"
+    if any(sign in text for sign in ("401", "403", "Unauthorized", "Forbidden", "authentication")):
+        return f"Ray at {url} refused the token from {p['token_path'] or '(no token file)'}: {text}"
+    return f"cannot talk to Ray's job API at {url}: {type(exc).__name__}: {text}"
+
+
 def main():
     module = AnsibleModule(
         argument_spec=argument_spec(
@@ -603,6 +634,8 @@ def main():
         result = run(module)
     except Failed as exc:
         module.fail_json(msg=str(exc), **exc.result)
+    except Exception as exc:  # noqa: BLE001 - Ray's client: one line naming the address or the token file
+        module.fail_json(msg=connection_problem(exc, p))
     module.exit_json(**result)
 
 

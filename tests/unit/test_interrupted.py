@@ -1,0 +1,80 @@
+"""Issue 10 §5 (part): a lost status.json never stops a healthy job, a failed stop is not recorded as a stop,
+and an unreachable head or a refused token is one line naming the address or the token file."""
+
+import json
+import os
+
+from ansible.module_utils import ray_cluster as rc
+from test_ray_job_module import SID, make_spec, ray, ray_config, record, run, status_json  # noqa: F401 - fixtures
+
+
+def submitted(capsys, ray, ray_config):  # noqa: F811
+    code, out = run(capsys, spec=make_spec(ray_config), ray_config=ray_config)
+    assert code == 0 and out["state"] == "PENDING"
+
+
+def test_a_lost_status_json_never_stops_a_pending_job(ray, ray_config, capsys):  # noqa: F811
+    submitted(capsys, ray, ray_config)
+    os.unlink(os.path.join(record(ray_config), "status.json"))
+    ray.clock.now += 10_000  # far past pending_s (120): with submitted_at read as 0 it used to be stopped
+    code, out = run(capsys, action="wait", submission_id=SID, ray_config=ray_config, poll_s=5)
+    assert code == 0 and ray.stopped == [] and out["state"] == "PENDING" and not out["done"]
+    status = status_json(ray_config)
+    assert status["rebuilt"] and status["timeouts"]["pending_s"] == 120 and status["reason"] is None
+
+
+def test_an_unreadable_status_json_never_stops_a_running_job(ray, ray_config, capsys):  # noqa: F811
+    submitted(capsys, ray, ray_config)
+    with open(os.path.join(record(ray_config), "status.json"), "w") as handle:
+        handle.write('["not", "a status"')
+    ray.clock.now += 10_000  # past pending_s; the run itself is young (max_run_s 300 still holds)
+    ray.set(SID, "RUNNING", driver_node_id="n-w1", start_time=int(ray.clock.now * 1000))
+    code, out = run(capsys, action="wait", submission_id=SID, ray_config=ray_config, poll_s=5)
+    assert code == 0 and ray.stopped == [] and out["state"] == "RUNNING"
+
+
+def test_a_failed_stop_is_not_recorded_as_stopped(ray, ray_config, capsys):  # noqa: F811
+    submitted(capsys, ray, ray_config)
+    ray.set(SID, "RUNNING", driver_node_id="n-w1", start_time=int(ray.clock.now * 1000))
+    before = status_json(ray_config)
+
+    def refuse(sid):
+        raise RuntimeError("Request failed with status code 500: internal error\nTraceback ...")
+
+    ray.stop_job = refuse
+    code, out = run(capsys, action="stop", submission_id=SID, ray_config=ray_config)
+    assert code == 1 and out["failed"] and "\n" not in out["msg"]
+    assert out["msg"].startswith(f"{SID}: stopping the job failed, its record is unchanged")
+    assert status_json(ray_config) == before and before["reason"] is None
+
+
+def test_an_unreachable_head_is_one_line_naming_the_address(ray, ray_config, capsys, monkeypatch):  # noqa: F811
+    def unreachable(url, token):
+        raise ConnectionError(f"Failed to connect to Ray at address: {url}.\nTraceback (most recent call last):")
+
+    submitted(capsys, ray, ray_config)
+    monkeypatch.setattr(rc, "job_client", unreachable)
+    code, out = run(capsys, action="status", submission_id=SID, ray_config=ray_config)
+    assert code == 1 and "\n" not in out["msg"]
+    assert out["msg"].startswith("cannot talk to Ray's job API at http://10.0.0.10:8265: ConnectionError")
+
+
+def test_a_refused_token_is_one_line_naming_the_token_file(ray, ray_config, capsys, tmp_path):  # noqa: F811
+    submitted(capsys, ray, ray_config)
+    token = tmp_path / "ray_token"
+    token.write_text("0" * 64)
+
+    def forbidden(sid):
+        raise RuntimeError("Request failed with status code 403: Forbidden")
+
+    ray.get_job_info = forbidden
+    code, out = run(capsys, action="status", submission_id=SID, ray_config=ray_config, token_path=str(token))
+    assert code == 1 and out["msg"].startswith(f"Ray at http://10.0.0.10:8265 refused the token from {token}")
+    assert "0" * 64 not in json.dumps(out)
+
+
+def test_a_missing_token_file_is_named(ray, ray_config, capsys, tmp_path):  # noqa: F811
+    missing = str(tmp_path / "no_token")
+    submitted(capsys, ray, ray_config)
+    code, out = run(capsys, action="status", submission_id=SID, ray_config=ray_config, token_path=missing)
+    assert code == 1 and out["msg"] == f"cannot read the Ray token file {missing}: No such file or directory"
