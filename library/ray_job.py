@@ -391,15 +391,21 @@ def submit(module, config):
             status["state"] = rc.job_summary(info)["status"]
         return dict(job.result(status, f"{job.sid} exists already: not submitted again"), existed=True, **shown)
 
-    if os.path.exists(spec.output_dir) or job.info() is not None:
+    info = job.info()
+    # A record without status.json is a submit that was interrupted: the same command completes it.
+    resuming = os.path.isdir(spec.output_dir) and not job.status().get("submission_id")
+    if not resuming and (os.path.exists(spec.output_dir) or info is not None):
         return existing()
     check_code(spec)
-    if module.params["preflight"]:
+    if module.params["preflight"] and info is None:
         compose(module, spec, config, runtime_env)
     if module.check_mode:
-        return dict(job.result({"state": "NEW"}, f"{job.sid} would be submitted"), changed=True, existed=False,
-                    **shown)
-    if not jr.create_exclusive(spec.output_dir):
+        what = "record would be completed" if resuming else "would be submitted"
+        return dict(job.result({"state": "NEW"}, f"{job.sid} {what}"), changed=True, existed=resuming, **shown)
+    if resuming:
+        for sub in jr.LAYOUT:
+            os.makedirs(os.path.join(spec.output_dir, sub), exist_ok=True)
+    elif not jr.create_exclusive(spec.output_dir):
         return existing()  # another submission with this id won the race
 
     job.changed = True
@@ -412,6 +418,13 @@ def submit(module, config):
               "final": False, "reason": None, "code_path": spec.code_path, "code_id": spec.code_id,
               "record": spec.output_dir, "timeouts": {"pending_s": spec.timeouts.pending_s,
                                                       "max_run_s": spec.timeouts.max_run_s}}
+    if info is not None:
+        # Ray accepted it before the interruption: finish the record, submit nothing. The submit time is
+        # unknown, so the pending timeout is not enforced for this job (a healthy job is never stopped for it).
+        status.update(state=rc.job_summary(info)["status"], resumed="the record of an interrupted submit was completed")
+        job.save_status(status)
+        return dict(job.result(status, f"{job.sid}: record of an interrupted submit completed (Ray has the job)"),
+                    existed=True, **shown)
     started = time.monotonic()
     status["submitted_at"] = jr.now_ms()
     try:

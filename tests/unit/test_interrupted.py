@@ -78,3 +78,32 @@ def test_a_missing_token_file_is_named(ray, ray_config, capsys, tmp_path):  # no
     submitted(capsys, ray, ray_config)
     code, out = run(capsys, action="status", submission_id=SID, ray_config=ray_config, token_path=missing)
     assert code == 1 and out["msg"] == f"cannot read the Ray token file {missing}: No such file or directory"
+
+
+def test_a_submit_interrupted_before_ray_had_it_is_submitted_by_the_same_command(ray, ray_config, capsys):  # noqa: F811
+    os.makedirs(os.path.join(record(ray_config), "config"))  # the record's directory, then the submit was killed
+    code, out = run(capsys, spec=make_spec(ray_config), ray_config=ray_config)
+    assert code == 0 and out["changed"] and len(ray.submitted) == 1 and out["state"] == "PENDING"
+    assert status_json(ray_config)["submitted_at"] and os.path.isdir(os.path.join(record(ray_config), "logs"))
+    code, again = run(capsys, spec=make_spec(ray_config), ray_config=ray_config)
+    assert code == 0 and again["existed"] and len(ray.submitted) == 1
+
+
+def test_a_submit_interrupted_after_ray_accepted_it_finishes_the_record(ray, ray_config, capsys):  # noqa: F811
+    submitted(capsys, ray, ray_config)
+    os.unlink(os.path.join(record(ray_config), "status.json"))  # killed before status.json was written
+    ray.set(SID, "RUNNING", driver_node_id="n-w1", start_time=int(ray.clock.now * 1000))
+    code, out = run(capsys, spec=make_spec(ray_config), ray_config=ray_config)
+    assert code == 0 and out["changed"] and out["existed"] and len(ray.submitted) == 1
+    status = status_json(ray_config)
+    assert status["state"] == "RUNNING" and status["resumed"] and status["timeouts"]["pending_s"] == 120
+    ray.clock.now += 10_000
+    ray.set(SID, "SUCCEEDED", driver_exit_code=0, end_time=int(ray.clock.now * 1000))
+    code, out = run(capsys, action="wait", submission_id=SID, ray_config=ray_config)
+    assert code == 0 and out["state"] == "SUCCEEDED" and ray.stopped == []
+
+
+def test_an_interrupted_submit_in_check_mode_changes_nothing(ray, ray_config, capsys):  # noqa: F811
+    os.makedirs(record(ray_config))
+    code, out = run(capsys, spec=make_spec(ray_config), ray_config=ray_config, _ansible_check_mode=True)
+    assert code == 0 and out["changed"] and ray.submitted == [] and os.listdir(record(ray_config)) == []
