@@ -118,6 +118,8 @@ def median(values):
 
 def bench(n, runs, extras):
     print(f"\n== {n} workers: building the lab", flush=True)
+    if os.path.exists(os.path.join(ROOT, "inventory", "lab", "hosts.yml")):
+        playbook("down.yml")  # before hosts go away (see main)
     subprocess.run(["make", "-s", "lab-up", f"WORKERS={n}"], cwd=ROOT, env=ENV, check=True,
                    stdout=subprocess.DEVNULL)
     workers = worker_ips(n)
@@ -173,6 +175,10 @@ def main():
         for i, n in enumerate(args.workers):
             results[n] = bench(n, args.runs, extras if i == 0 else None)
     finally:
+        # Stop Ray before removing hosts: a removed worker's node would stay ALIVE in the head's view until its
+        # health checks fail, and a job could be placed on it meanwhile.
+        subprocess.run([os.path.join(BIN, "ansible-playbook"), "down.yml"], cwd=ROOT, env=ENV, check=False,
+                       stdout=subprocess.DEVNULL)
         subprocess.run(["make", "-s", "lab-up", "WORKERS=2"], cwd=ROOT, env=ENV, check=False,
                        stdout=subprocess.DEVNULL)
     print(f"\nup.yml on the lab (1 head + N workers, this {os.cpu_count()}-core machine), medians of {args.runs}:\n")
