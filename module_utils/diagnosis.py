@@ -49,11 +49,11 @@ def classify(sources, status=None):
     """The first known signature in sources [(file, text), ...] and the status fields, or None.
 
     status may hold reason, error_type and message (status.json); they are searched as the file
-    "status.json", before the logs.
+    "status.json", after the logs (Ray's message repeats the log's tail; the log is the evidence).
     """
     status = status or {}
     status_text = "\n".join(str(status.get(k) or "") for k in ("reason", "error_type", "message"))
-    searched = [("status.json", status_text), *sources]
+    searched = [*sources, ("status.json", status_text)]
     for kind, patterns, hint in _COMPILED:
         for name, text in searched:
             for line in (text or "").splitlines():

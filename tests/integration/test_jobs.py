@@ -275,6 +275,8 @@ def test_worker_killed_during_a_job_is_recorded_as_failed_with_a_snapshot():
 
 
 def test_an_import_error_is_diagnosed_with_its_evidence():
+    # The killed-worker test ends with down.yml: bring the cluster back first.
+    assert playbook("up.yml").rc == 0
     sid = new_id("importerr")
     run = playbook("submit.yml", "-e", "spec=smoke", "-e", f"submission_id={sid}", "-e", "workload=command",
                    "-e", 'entrypoint="python -c \'import verl_no_such_module\'"', "-e", "wait=true")

@@ -47,7 +47,7 @@ def test_nccl_error_text():
     assert diagnosis.classify([("w.log", text)])["kind"] == "nccl_gloo"
 
 
-def test_status_fields_count_first_and_the_specific_cause_wins():
+def test_status_fields_count_and_the_specific_cause_wins():
     found = diagnosis.classify([], {"state": "FAILED", "reason": "PENDING_TIMEOUT", "message": "Job has not started"})
     assert found["kind"] == "resources_pending" and found["evidence"] == {"file": "status.json", "line": "PENDING_TIMEOUT"}
     # A CUDA OOM killed the worker; the supervisor then reports a dead actor: the OOM is the cause.
@@ -60,3 +60,9 @@ def test_nothing_known_is_none_and_long_lines_are_cut():
     assert diagnosis.classify([("driver.log", "ValueError: something else\n")], {"message": "exit code 1"}) is None
     found = diagnosis.classify([("d.log", "ModuleNotFoundError: No module named 'x'" + " y" * 400)])
     assert len(found["evidence"]["line"]) == diagnosis.EVIDENCE_WIDTH
+
+
+def test_the_log_is_the_evidence_when_rays_message_repeats_it():
+    line = "ModuleNotFoundError: No module named 'x'"
+    found = diagnosis.classify([("logs/driver.log", line + "\n")], {"message": "exit code 1, last logs:\n" + line})
+    assert found["evidence"] == {"file": "logs/driver.log", "line": line}
