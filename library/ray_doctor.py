@@ -93,17 +93,8 @@ from ansible.module_utils.basic import AnsibleModule
 
 def raylet_env():
     """The environment of this node's raylet (what Ray's workers inherit), or None when none runs."""
-    for comm in glob.glob("/proc/[0-9]*/comm"):
-        try:
-            with open(comm, encoding="utf-8") as handle:
-                if handle.read().strip() != "raylet":
-                    continue
-            with open(comm[:-4] + "environ", "rb") as handle:
-                pairs = handle.read().split(b"\0")
-        except OSError:
-            continue
-        return dict(p.decode("utf-8", "replace").split("=", 1) for p in pairs if b"=" in p)
-    return None
+    raylets = ctl.find_raylets()
+    return ctl.process_environ(raylets[0]) if raylets else None
 
 
 def probe_dir(shared_root, run_id):

@@ -104,6 +104,12 @@ def find_raylets(proc_root="/proc"):
                   if _read(os.path.join(d, "comm")).strip() == b"raylet")
 
 
+def process_environ(pid, proc_root="/proc"):
+    """A process's environment as a dict ({} when it cannot be read)."""
+    pairs = _read(os.path.join(proc_root, str(pid), "environ")).split(b"\0")
+    return dict(p.decode("utf-8", "replace").split("=", 1) for p in pairs if b"=" in p)
+
+
 def find_job_drivers(proc_root="/proc", own_pid=None):
     """PIDs of Ray job drivers (and their children) still running here.
 

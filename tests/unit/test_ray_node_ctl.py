@@ -121,3 +121,10 @@ def test_interface_to_the_head_and_to_the_own_address():
     assert ctl.interface_to(run, "10.0.0.10") == "eth0"
     assert ctl.interface_to(run, "10.0.0.11") == "ens5"
     assert ctl.interface_to(run, "10.9.9.9") is None
+
+
+def test_process_environ_reads_a_processes_environment(tmp_path):
+    (tmp_path / "42").mkdir()
+    (tmp_path / "42" / "environ").write_bytes(b"A=1\0B=x=y\0junk\0")
+    assert ctl.process_environ(42, str(tmp_path)) == {"A": "1", "B": "x=y"}
+    assert ctl.process_environ(7, str(tmp_path)) == {}
