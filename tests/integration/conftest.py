@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import time
+import uuid
 
 import pytest
 
@@ -18,6 +19,7 @@ TOKEN = os.path.join(ROOT, "inventory", "lab", ".secrets", "ray_token")
 DASHBOARD = "http://198.18.0.10:8265"
 HEAD, WORKER1, WORKER2 = "lab-head", "lab-worker1", "lab-worker2"
 IPS = {HEAD: "198.18.0.10", WORKER1: "198.18.0.11", WORKER2: "198.18.0.12"}
+RECORDS = os.path.join(ROOT, ".lab", "private", "jobs")
 
 sys.path.insert(0, os.path.join(ROOT, "module_utils"))
 import ray_cluster
@@ -100,3 +102,15 @@ def cluster(lab):
     run = playbook("up.yml")
     assert run.rc == 0, run
     return run
+
+
+@pytest.fixture(scope="module")
+def cluster_up(lab):
+    """up.yml once per test module (a module's tests then share the cluster)."""
+    run = playbook("up.yml")
+    assert run.rc == 0, run
+
+
+def new_id(prefix="it"):
+    """A fresh submission id."""
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"

@@ -3,22 +3,12 @@
 import itertools
 import os
 import re
-import uuid
 
 import pytest
-from conftest import ROOT, playbook
+from conftest import RECORDS, new_id, playbook
 
-RECORDS = os.path.join(ROOT, ".lab", "private", "jobs")
+pytestmark = pytest.mark.usefixtures("cluster_up")
 
-
-@pytest.fixture(scope="module", autouse=True)
-def cluster_up(lab):
-    run = playbook("up.yml")
-    assert run.rc == 0, run
-
-
-def new_id(prefix):
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 def test_a_job_longer_than_several_polls_shows_a_line_for_each_poll():

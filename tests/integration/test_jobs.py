@@ -5,22 +5,12 @@ import hashlib
 import json
 import os
 import re
-import uuid
 
 import pytest
-from conftest import IPS, ROOT, TOKEN, WORKER1, WORKER2, nodes, playbook, ssh, wait_for
+from conftest import IPS, RECORDS, ROOT, TOKEN, WORKER1, WORKER2, new_id, nodes, playbook, ssh, wait_for
 
-RECORDS = os.path.join(ROOT, ".lab", "private", "jobs")
+pytestmark = pytest.mark.usefixtures("cluster_up")
 
-
-@pytest.fixture(scope="module", autouse=True)
-def cluster_up(lab):
-    run = playbook("up.yml")
-    assert run.rc == 0, run
-
-
-def new_id(prefix="it"):
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 def record(sid, *parts):

@@ -12,10 +12,7 @@ REPORTS = os.path.join(ROOT, ".lab", "private", "regression")
 RUNNER = [os.path.join(ROOT, ".venv", "bin", "python"), os.path.join(ROOT, "scripts", "regression.py")]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def cluster_up(lab):
-    run = playbook("up.yml")
-    assert run.rc == 0, run
+pytestmark = pytest.mark.usefixtures("cluster_up")
 
 
 def runner(tmp_path, *args):

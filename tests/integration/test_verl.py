@@ -4,24 +4,16 @@ import json
 import os
 import shutil
 import tarfile
-import uuid
 
 import pytest
-from conftest import IPS, ROOT, WORKER1, WORKER2, playbook
+from conftest import IPS, RECORDS, ROOT, WORKER1, WORKER2, new_id, playbook
 
-RECORDS = os.path.join(ROOT, ".lab", "private", "jobs")
 SNAPSHOTS = os.path.join(ROOT, ".lab", "private", "common", "code", "verl")
 SDIST = os.path.join(ROOT, ".lab", "src", "verl-0.9.1.tar.gz")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def cluster_up(lab):
-    run = playbook("up.yml")
-    assert run.rc == 0, run
+pytestmark = pytest.mark.usefixtures("cluster_up")
 
-
-def new_id(prefix):
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 def status(sid):

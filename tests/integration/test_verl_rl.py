@@ -13,19 +13,15 @@ import uuid
 import xml.etree.ElementTree as ET
 
 import pytest
-from conftest import IPS, ROOT, WORKER1, WORKER2, playbook, ssh
+from conftest import IPS, RECORDS, ROOT, WORKER1, WORKER2, playbook, ssh
 
-RECORDS = os.path.join(ROOT, ".lab", "private", "jobs")
 REPORTS = os.path.join(ROOT, ".lab", "private", "regression")
 RUNNER = [os.path.join(ROOT, ".venv", "bin", "python"), os.path.join(ROOT, "scripts", "regression.py")]
 RUN_ID = f"it-rl-{uuid.uuid4().hex[:6]}"
 SVG = "{http://www.w3.org/2000/svg}"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def cluster_up(lab):
-    run = playbook("up.yml")
-    assert run.rc == 0, run
+pytestmark = pytest.mark.usefixtures("cluster_up")
 
 
 def record(sid, *parts):
