@@ -402,12 +402,17 @@ def submit(module, config):
     if module.check_mode:
         what = "record would be completed" if resuming else "would be submitted"
         return dict(job.result({"state": "NEW"}, f"{job.sid} {what}"), changed=True, existed=resuming, **shown)
-    if resuming:
-        for sub in jr.LAYOUT:
-            os.makedirs(os.path.join(spec.output_dir, sub), exist_ok=True)
-    elif not jr.create_exclusive(spec.output_dir):
-        return existing()  # another submission with this id won the race
+    jr.create_exclusive(spec.output_dir)  # the loser of a race for this id waits on the lock below
+    with jr.record_lock(spec.output_dir):
+        # Whoever held the lock before may have submitted this id and written its status meanwhile.
+        if job.status().get("submission_id"):
+            return existing()
+        return submit_locked(job, spec, config, job.info(), entrypoint, runtime_env, options, shown)
 
+
+def submit_locked(job, spec, config, info, entrypoint, runtime_env, options, shown):
+    """Write the record and submit; the caller holds the record's lock and saw no status.json."""
+    jr.ensure_layout(spec.output_dir)
     job.changed = True
     job.write_json(job.rec["job_spec"], job.redact(spec.to_dict()))
     job.write_json(job.rec["runtime_env"], shown["runtime_env"])

@@ -5,6 +5,8 @@ needs to understand a job later is written here: what was asked, what Ray said, 
 and the final state. Writes are atomic; an existing record is never overwritten wholesale.
 """
 
+import contextlib
+import fcntl
 import json
 import os
 import re
@@ -12,6 +14,7 @@ import tempfile
 import time
 
 LAYOUT = ("config", "logs", "checkpoints", "debug")
+LOCK_FILE = ".submit.lock"
 _STEP_LINE = re.compile(r"\bstep:\s*(\d+)\b")
 _LOSS = re.compile(r"\btrain/loss:\s*([-+0-9.eE]+)")
 # Ray colours the "(Actor pid=N)" prefix of a worker's lines; a progress line shows neither.
@@ -52,11 +55,29 @@ def create_exclusive(output_dir):
         os.mkdir(output_dir)
     except FileExistsError:
         return False
+    ensure_layout(output_dir)
+    return True
+
+
+def ensure_layout(output_dir):
+    """The record's sub-directories, also after a submit killed before it made them all."""
     for sub in LAYOUT:
-        os.mkdir(os.path.join(output_dir, sub))
+        os.makedirs(os.path.join(output_dir, sub), exist_ok=True)
     # Jobs run as whichever user the workers run as; the plan lets everyone write.
     os.chmod(os.path.join(output_dir, "checkpoints"), 0o777)
-    return True
+
+
+@contextlib.contextmanager
+def record_lock(output_dir):
+    """Hold the record's lock: runs of one submission id (a retry racing an interrupted one) go one at a time.
+
+    flock on a file inside the record; on NFS the kernel maps it to a lock the server arbitrates."""
+    fd = os.open(os.path.join(output_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def write_text(path, text):

@@ -3,7 +3,10 @@ and an unreachable head or a refused token is one line naming the address or the
 
 import json
 import os
+import threading
+import time
 
+from ansible.module_utils import job_record as jr
 from ansible.module_utils import ray_cluster as rc
 from test_ray_job_module import SID, make_spec, ray, ray_config, record, run, status_json  # noqa: F401 - fixtures
 
@@ -107,3 +110,25 @@ def test_an_interrupted_submit_in_check_mode_changes_nothing(ray, ray_config, ca
     os.makedirs(record(ray_config))
     code, out = run(capsys, spec=make_spec(ray_config), ray_config=ray_config, _ansible_check_mode=True)
     assert code == 0 and out["changed"] and ray.submitted == [] and os.listdir(record(ray_config)) == []
+
+
+def test_a_rerun_racing_an_unfinished_submit_waits_for_it_and_submits_nothing(ray, ray_config, capsys):  # noqa: F811
+    # The other run of this id made the record and holds its lock; it submits and writes status.json only later.
+    os.makedirs(record(ray_config))
+    holding, sid = threading.Event(), SID
+
+    def other_run():
+        with jr.record_lock(record(ray_config)):
+            holding.set()
+            time.sleep(0.3)  # the re-run reaches the lock meanwhile
+            ray.submit_job(submission_id=sid, entrypoint="python -m smoke_probe", runtime_env={}, metadata={})
+            with open(os.path.join(record(ray_config), "status.json"), "w") as handle:
+                json.dump({"submission_id": sid, "state": "PENDING", "final": False, "reason": None}, handle)
+
+    thread = threading.Thread(target=other_run)
+    thread.start()
+    holding.wait()
+    code, out = run(capsys, spec=make_spec(ray_config), ray_config=ray_config)
+    thread.join()
+    assert code == 0 and out["existed"] and not out["changed"] and len(ray.submitted) == 1
+    assert status_json(ray_config)["state"] == "PENDING" and "reason" in status_json(ray_config)
