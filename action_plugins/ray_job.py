@@ -30,7 +30,7 @@ POLL_S = 20
 CONNECTION_RETRIES = 3
 
 ARGUMENT_SPEC = {
-    "action": {"type": "str", "choices": ["submit", "wait", "status", "stop", "logs"], "default": "submit"},
+    "action": {"type": "str", "choices": ["submit", "wait", "status", "stop", "logs", "reconcile"], "default": "submit"},
     "spec": {"type": "str"},
     "overrides": {"type": "dict", "default": {}},
     "extra_vars": {"type": "bool", "default": False},
@@ -113,6 +113,11 @@ class ActionModule(ActionBase):
             return {**result, **self._submit(module, args, connection["ray_config"])}
         if args["action"] == "wait" and not self._task.check_mode:
             return {**result, **self._follow(module, args["submission_id"], None, args["poll_s"])}
+        if args["action"] == "reconcile":
+            reconciled = module(action="reconcile")
+            if reconciled.get("finalized"):
+                self._show(reconciled.get("msg", ""))
+            return {**result, **reconciled}
         return {**result, **module(action=args["action"], submission_id=args["submission_id"])}
 
     def _submit(self, module, args, ray_config):

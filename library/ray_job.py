@@ -17,6 +17,10 @@ description:
   - Whenever it refreshes logs/driver.log it also writes verl's per-step metrics so far (parsed from the
     console logger's C(step:N - key:value) lines, module_utils/verl_metrics.py) to metrics.jsonl and a
     plot of them to metrics.svg in the record.
+  - A record that is not final for a job Ray no longer knows, submitted before the head's node started, is a
+    job the head forgot when it restarted: O(action=wait), O(action=status) and O(action=logs) finalise it as
+    FAILED (reason HEAD_RESTARTED), keeping all it holds. O(action=reconcile) does that for every record on the
+    shared root (up.yml runs it after healing). When the head cannot be read, nothing is finalised.
   - Runs on the head with a Python that has Ray; clears RAY_ADDRESS and proxy variables first.
   - Its action plugin (action_plugins/ray_job.py) runs on the control host first. It takes the spec by name
     (O(spec)), layers the site's C(jobspec_defaults), O(overrides) and, with O(extra_vars=true), this run's
@@ -28,7 +32,7 @@ options:
   action:
     description: What to do.
     type: str
-    choices: [submit, wait, status, stop, logs]
+    choices: [submit, wait, status, stop, logs, reconcile]
     default: submit
   spec:
     description:
@@ -99,20 +103,24 @@ EXAMPLES = r"""
   ray_job:
     action: stop
     submission_id: sft-20261122T120000Z-a1b2c3
+
+- name: Records | Finalise the records of jobs a restarted head forgot
+  ray_job:
+    action: reconcile
 """
 
 RETURN = r"""
 submission_id:
   description: The job's id.
-  returned: always
+  returned: for every action but reconcile
   type: str
 state:
   description: PENDING, RUNNING, SUCCEEDED, FAILED or STOPPED (a job stopped for a timeout is FAILED).
-  returned: always
+  returned: for every action but reconcile
   type: str
 done:
   description: The job has ended and its record is final.
-  returned: always
+  returned: for every action but reconcile
   type: bool
 existed:
   description: (submit) The id existed already; nothing was submitted.
@@ -120,7 +128,7 @@ existed:
   type: bool
 record:
   description: The job's record directory.
-  returned: always
+  returned: for every action but reconcile
   type: str
 progress:
   description: One line saying where the job is (state, time in that state, newest verl step line; secrets redacted).
@@ -144,14 +152,25 @@ submit_cmd:
   type: str
 status:
   description: The job's status.json.
-  returned: always
+  returned: for every action but reconcile
   type: dict
 log_tail:
   description: The end of the driver log (action=logs).
   returned: when action=logs
   type: str
+finalized:
+  description: (reconcile) Ids whose records were finalised as FAILED (HEAD_RESTARTED); in check mode, would be.
+  returned: when action=reconcile
+  type: list
+  elements: str
+open:
+  description: (reconcile) Ids of the records that are not final and that Ray still knows.
+  returned: when action=reconcile
+  type: list
+  elements: str
 """
 
+import datetime
 import os
 import tempfile
 import time
@@ -326,6 +345,42 @@ class Job:
             status["diagnosis"] = self.diagnose(log, status, job)
         self.save_status(status)
         return status
+
+    def forgotten_since(self, status):
+        """When the head's node started, if that was after this job was submitted: Ray forgot the job when the
+        head restarted. None when it cannot be shown (the caller then changes nothing: fail closed)."""
+        submitted = status.get("submitted_at")
+        if not submitted:  # a resumed or rebuilt record: the record's own files say when it was written
+            try:
+                submitted = int(os.stat(self.rec["job_spec"]).st_mtime * 1000)
+            except OSError:
+                return None
+        heads = [n for n in rc.list_nodes(self.config.dashboard_url) if n["is_head_node"] and n["state"] == "ALIVE"]
+        started = heads[0].get("start_time_ms") if len(heads) == 1 else None
+        return started if started and started > submitted else None
+
+    def finalize_forgotten(self, status, head_started_ms):
+        """The record of a job the restarted head forgot: FAILED, with everything already in it kept."""
+        self.snapshot("post")
+        when = datetime.datetime.fromtimestamp(head_started_ms / 1000, datetime.timezone.utc).strftime(  # noqa: UP017
+            "%Y-%m-%dT%H:%M:%SZ")
+        message = (f"Ray's head started again at {when}, after this job was submitted, and no longer knows it; "
+                   "the job's driver and workers ended with the old cluster")
+        self.write_text(self.rec["failure"], f"state: FAILED\nreason: HEAD_RESTARTED\nmessage: {message}\n")
+        status.update(state="FAILED", final=True, reason="HEAD_RESTARTED", message=message,
+                      last_state=status.get("state"), head_started_at=head_started_ms)
+        status["diagnosis"] = diagnosis.classify([], status) or {"kind": "unknown", "evidence": None, "hint": ""}
+        self.save_status(status)
+        return status
+
+    def forgotten(self, status):
+        """Ray does not know this job: finalise its record if the head restarted since, else fail naming why."""
+        started = self.forgotten_since(status)
+        if started is None:
+            raise Failed(f"{self.sid}: Ray does not know this job, and its head has run since before the job was "
+                         "submitted; the record is unchanged (another cluster's record?)",
+                         **self.result(status, f"{self.sid}: unknown to Ray"))
+        return self.finalize_forgotten(status, started)
 
     def diagnose(self, log, status, job):
         """Why the job failed (module_utils/diagnosis.py), from its driver log, its workers' error logs and
@@ -524,8 +579,8 @@ def follow(module, job):
     while True:
         info = job.info()
         if info is None:
-            raise Failed(f"{job.sid}: Ray does not know this job (was the head restarted?)",
-                         **job.result(status, f"{job.sid}: unknown to Ray"))
+            status = job.forgotten(status)
+            return job.result(status, final_line(job, status))
         summary = rc.job_summary(info)
         now = jr.now_ms()
         if (summary["status"] == "PENDING" and status.get("submitted_at")
@@ -564,6 +619,8 @@ def refresh(module, job):
     """action=status/logs: bring the record up to date with Ray (finalising it when the job ended)."""
     status, info = job.status(), job.info()
     log = ""
+    if info is None and not status.get("final") and status.get("submission_id") and not module.check_mode:
+        status = job.forgotten(status)
     if info is not None and not module.check_mode:
         if not status.get("final"):
             if rc.job_summary(info)["status"] in rc.TERMINAL_JOB_STATES:
@@ -577,7 +634,7 @@ def refresh(module, job):
 
 def status_action(module, job):
     status, _ = refresh(module, job)
-    return job.result(status, f"{job.sid}: {status.get('state')}")
+    return job.result(status, final_line(job, status) if status.get("final") else f"{job.sid}: {status.get('state')}")
 
 
 def logs_action(module, job):
@@ -592,6 +649,41 @@ def logs_action(module, job):
 ACTIONS = {"wait": follow, "stop": stop, "status": status_action, "logs": logs_action}
 
 
+def reconcile(module, config):
+    """action=reconcile: finalise every record whose job the restarted head forgot (see Job.forgotten_since)."""
+    jobs_dir = os.path.dirname(conventions.job_dir(config.shared_root, "x"))
+    open_ids = []
+    for sid in sorted(os.listdir(jobs_dir)) if os.path.isdir(jobs_dir) else []:
+        status = jr.read_json(os.path.join(jobs_dir, sid, "status.json"))
+        # Records without status.json are interrupted submits: the same submit command completes them.
+        if isinstance(status, dict) and status.get("submission_id") == sid and not status.get("final"):
+            open_ids.append(sid)
+    result = {"changed": False, "finalized": [], "open": []}
+    if not open_ids:  # the usual case costs no call to Ray
+        return dict(result, msg="no open job records")
+    probe = Job(module, config, open_ids[0], conventions.job_dir(config.shared_root, open_ids[0]))
+    known = {rc.job_summary(j)["submission_id"] for j in probe.client.list_jobs()}
+    for sid in open_ids:
+        if sid in known:
+            result["open"].append(sid)
+            continue
+        job = Job(module, config, sid, conventions.job_dir(config.shared_root, sid))
+        status = job.status()
+        started = job.forgotten_since(status)
+        if started is None:
+            result["open"].append(sid)  # unknown to Ray for another reason: left as it is
+            continue
+        if not module.check_mode:
+            job.finalize_forgotten(status, started)
+        result["finalized"].append(sid)
+    result["changed"] = bool(result["finalized"])
+    verb = "would be finalised" if module.check_mode else "finalised"
+    result["msg"] = (f"{len(result['finalized'])} record(s) of jobs the restarted head forgot {verb} as FAILED"
+                     + (f": {', '.join(result['finalized'])}" if result["finalized"] else "")
+                     + f"; {len(result['open'])} open")
+    return result
+
+
 def run(module):
     """Carry out the module's action; returns its result or raises Failed."""
     p = module.params
@@ -602,6 +694,8 @@ def run(module):
     rc.prepare_client_env(p["token_path"])
     if p["action"] == "submit":
         return submit(module, config)
+    if p["action"] == "reconcile":
+        return reconcile(module, config)
     sid = p["submission_id"]
     if not conventions.matches(conventions.ID_RULE, sid):
         raise Failed(f"jobspec field 'submission_id': must be {conventions.ID_RULE[1]}, got {sid!r}")
@@ -628,7 +722,7 @@ def main():
     module = AnsibleModule(
         argument_spec=argument_spec(
             ray_config=True,
-            action=dict(type="str", choices=["submit", "wait", "status", "stop", "logs"], default="submit"),
+            action=dict(type="str", choices=["submit", "wait", "status", "stop", "logs", "reconcile"], default="submit"),
             spec=dict(type="raw"),
             submission_id=dict(type="str"),
             output_dir=dict(type="path"),

@@ -160,8 +160,8 @@ busy_jobs:
   type: list
   elements: str
 killed_driver_pids:
-  description: Orphaned job drivers ended on stop.
-  returned: when state=stopped
+  description: Orphaned job drivers ended (on stop, on restart, and on a start after Ray died here).
+  returned: when Ray was stopped, started or restarted
   type: list
   elements: int
 """
@@ -365,8 +365,12 @@ def main():
     if module.check_mode:
         module.exit_json(changed=True, **result)
 
+    result["killed_driver_pids"] = []
     if action == "restart":
-        stop(module, ray_bin, env, remove_sessions=state is None)
+        result["killed_driver_pids"] = stop(module, ray_bin, env, remove_sessions=state is None)
+    elif action == "start":
+        # Drivers left running when Ray died here belong to jobs the cluster has lost: end them before rejoining.
+        result["killed_driver_pids"] = ctl.kill_pids(ctl.find_job_drivers())
     # The readiness gate accepts only a node the cluster saw start after this moment.
     result["started_at_ms"] = int(time.time() * 1000)
     rc, out, err = module.run_command(argv, environ_update=env)

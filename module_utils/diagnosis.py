@@ -11,6 +11,9 @@ import re
 
 # (kind, patterns, hint). Patterns are searched line by line, case-sensitive, as Ray and verl print them.
 SIGNATURES = (
+    # Set by ray_job itself (the status's reason) when a restarted head no longer knows a job.
+    ("head_restarted", (r"^HEAD_RESTARTED$",),
+     "Ray's head restarted during the job and forgot it: resubmit it (or resume it from its last whole checkpoint)"),
     ("cuda_oom", (r"CUDA out of memory", r"torch\.(cuda\.)?OutOfMemoryError"),
      "a GPU ran out of memory: lower the micro batch size, enable offload or gradient checkpointing"),
     ("oom_kill", (r"ray\.exceptions\.OutOfMemoryError", r"Task was killed due to the node running low on memory",

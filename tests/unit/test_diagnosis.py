@@ -4,6 +4,7 @@ import diagnosis
 import pytest
 
 EXCERPTS = {
+    "head_restarted": ("status.json", "HEAD_RESTARTED\nRay's head started again at 2026-11-23T10:00:00Z\n"),
     "cuda_oom": ("worker_err.log", ("Traceback (most recent call last):\n"
                  "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
                  "capacity of 79.15 GiB of which 1.50 GiB is free.\n")),

@@ -114,6 +114,21 @@ def test_node_whose_ray_died_is_started_again(host, head, capsys):
     code, out = run(capsys, head)
     assert code == 0 and out["changed"] is True and out["reason"] == "Ray died; rejoining"
     assert [c[1] for c in host.commands] == ["-c", "start"]
+    assert out["killed_driver_pids"] == []
+
+
+def test_drivers_left_when_ray_died_are_ended_before_it_rejoins(host, head, capsys):
+    started(host, capsys, head)
+    host.raylets, host.drivers = [], [777]  # their job supervisor died with the raylet: the cluster lost them
+    code, out = run(capsys, head)
+    assert code == 0 and out["action"] == "start" and host.killed == [777] and out["killed_driver_pids"] == [777]
+
+
+def test_drivers_of_a_running_ray_are_never_touched(host, head, capsys):
+    started(host, capsys, head)
+    host.drivers = [777]
+    code, out = run(capsys, head)
+    assert code == 0 and out["action"] == "none" and host.killed == []
 
 
 @pytest.fixture
