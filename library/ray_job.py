@@ -427,6 +427,11 @@ def submit(module, config):
     except js.JobSpecError as exc:
         raise Failed(str(exc)) from None
     check_paths(spec, config)
+    mark = os.path.join(config.shared_root, conventions.SHARED_ROOT_MARK)
+    if not os.path.isfile(mark):
+        # Without the storage the record would land on the head's own disk and the workers would not see it.
+        raise Failed(f"shared_root: {config.shared_root} on this head is not the shared storage (no {mark}): "
+                     "is it mounted? run up.yml; nothing was submitted")
     job = Job(module, config, spec.submission_id, spec.output_dir)
     runtime_env = render.render_runtime_env(spec, config)
     entrypoint = render.render_entrypoint(spec, config)

@@ -90,8 +90,7 @@ import re
 import secrets
 
 from ansible.module_utils.basic import AnsibleModule
-
-MARK_FILE = ".shared-root-id"
+from ansible.module_utils.conventions import SHARED_ROOT_MARK
 
 
 def findmnt(module, path):
@@ -187,7 +186,7 @@ def lay_out(module, p, actions):
 
 def read_mark(module, p, actions):
     """The storage's mark, written once: O_EXCL lets exactly one node of several create it."""
-    path = os.path.join(p["path"], MARK_FILE)
+    path = os.path.join(p["path"], SHARED_ROOT_MARK)
     try:
         with open(path, encoding="utf-8") as handle:
             return handle.read().strip()

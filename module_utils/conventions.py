@@ -19,6 +19,9 @@ NAME_RULE = (r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$",
 # The module a code snapshot carries to say which code it is (written by the code_snapshot role).
 MARKER_MODULE = "verl_code_marker"
 MARKER_FILE = MARKER_MODULE + ".py"
+# The shared storage's mark at the top of the shared root (written once by the shared_root module): a node
+# that lacks it does not see the shared storage (not mounted), whatever its path holds.
+SHARED_ROOT_MARK = ".shared-root-id"
 
 
 def matches(rule, value):

@@ -277,6 +277,22 @@ def test_an_import_error_is_diagnosed_with_its_evidence():
     assert "No module named 'verl_no_such_module'" in diagnosis["evidence"]["line"]
 
 
+def test_a_head_without_the_shared_root_mounted_submits_nothing():
+    ssh(HEAD, "umount -l /private")  # the lab host's /private is then the machine's own empty directory
+    try:
+        sid = new_id("nomount")
+        run = playbook("submit.yml", "-e", "spec=smoke", "-e", f"submission_id={sid}")
+        assert run.rc != 0 and "shared_root: /private on this head is not the shared storage" in run.out, run
+        assert sid not in ray_jobs() and not os.path.exists(record(sid))
+        assert ssh(HEAD, "ls -A /private").strip() == ""  # nothing written onto the head's own disk
+    finally:
+        healed = playbook("up.yml")
+    assert healed.rc == 0 and healed.changed(HEAD) >= 1, healed
+    sid = new_id("remounted")
+    run = playbook("submit.yml", "-e", "spec=smoke", "-e", f"submission_id={sid}", "-e", "wait=true")
+    assert run.rc == 0 and status(sid)["state"] == "SUCCEEDED", run
+
+
 # Every process on the lab's head but its sshd and this shell: the head host "crashes".
 KILL_THE_HEAD = ("for p in $(ps -eo pid=,comm= | awk '$2 != \"sshd\" && $2 != \"bash\" && $2 != \"sh\" "
                  "&& $2 != \"ps\" && $2 != \"awk\" {print $1}'); do kill -9 $p 2>/dev/null; done; true")

@@ -132,3 +132,10 @@ def test_a_rerun_racing_an_unfinished_submit_waits_for_it_and_submits_nothing(ra
     thread.join()
     assert code == 0 and out["existed"] and not out["changed"] and len(ray.submitted) == 1
     assert status_json(ray_config)["state"] == "PENDING" and "reason" in status_json(ray_config)
+
+
+def test_a_head_without_the_shared_storage_submits_nothing(ray, ray_config, capsys):  # noqa: F811
+    os.unlink(os.path.join(ray_config["shared_root"], ".shared-root-id"))  # the storage is not mounted here
+    code, out = run(capsys, spec=make_spec(ray_config), ray_config=ray_config)
+    assert code == 1 and "\n" not in out["msg"] and out["msg"].startswith("shared_root: ")
+    assert "is it mounted?" in out["msg"] and ray.submitted == [] and os.listdir(ray_config["shared_root"]) == []

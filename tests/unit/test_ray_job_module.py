@@ -7,7 +7,7 @@ import types
 
 import pytest
 import ray_job
-from ansible.module_utils import jobspec, jobspec_render
+from ansible.module_utils import conventions, jobspec, jobspec_render
 from ansible.module_utils import ray_cluster as rc
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.testing import patch_module_args
@@ -122,6 +122,7 @@ def ray(monkeypatch):
 
 @pytest.fixture
 def ray_config(tmp_path):
+    (tmp_path / conventions.SHARED_ROOT_MARK).write_text("0123abcd\n")  # what up.yml's shared_root leaves
     return {"address": "10.0.0.10:6379", "dashboard_url": "http://10.0.0.10:8265", "shared_root": str(tmp_path)}
 
 
@@ -170,7 +171,7 @@ def test_check_mode_renders_and_creates_nothing(ray, ray_config, capsys):
     assert out["runtime_env"]["env_vars"]["WANDB_API_KEY"] == "<redacted>"
     assert SECRET not in json.dumps(out)
     assert ray.submitted == []
-    assert os.listdir(ray_config["shared_root"]) == []
+    assert os.listdir(ray_config["shared_root"]) == [conventions.SHARED_ROOT_MARK]
 
 
 def test_submit_writes_the_record_and_pins_the_driver_to_a_worker(ray, ray_config, capsys):
