@@ -713,11 +713,15 @@ def run(module):
 
 
 def connection_problem(exc, p):
-    """One line for a failure to talk to Ray: the dashboard address, or the token file when it was refused."""
+    """One line for a failure outside the module: the dashboard address, the token file when it was refused, or
+    the record's file the system would not write (requests' connection errors are OSErrors without a filename)."""
     url = (p["ray_config"] or {}).get("dashboard_url")
     text = conventions.one_line(str(exc), 200)
-    if isinstance(exc, OSError) and getattr(exc, "filename", None) == p["token_path"] and p["token_path"]:
+    filename = getattr(exc, "filename", None) if isinstance(exc, OSError) else None
+    if filename and filename == p["token_path"]:
         return f"cannot read the Ray token file {p['token_path']}: {exc.strerror}"
+    if filename:  # disk full, permission denied...: a retry of the same command completes what was begun
+        return f"cannot write the job record at {filename}: {exc.strerror}; fix that and run the same command again"
     if any(sign in text for sign in ("401", "403", "Unauthorized", "Forbidden", "authentication")):
         return f"Ray at {url} refused the token from {p['token_path'] or '(no token file)'}: {text}"
     return f"cannot talk to Ray's job API at {url}: {type(exc).__name__}: {text}"

@@ -1,11 +1,13 @@
 """Issue 10 §5 (part): a lost status.json never stops a healthy job, a failed stop is not recorded as a stop,
 and an unreachable head or a refused token is one line naming the address or the token file."""
 
+import errno
 import json
 import os
 import threading
 import time
 
+import pytest
 from ansible.module_utils import job_record as jr
 from ansible.module_utils import ray_cluster as rc
 from test_ray_job_module import SID, make_spec, ray, ray_config, record, run, status_json  # noqa: F401 - fixtures
@@ -139,3 +141,24 @@ def test_a_head_without_the_shared_storage_submits_nothing(ray, ray_config, caps
     code, out = run(capsys, spec=make_spec(ray_config), ray_config=ray_config)
     assert code == 1 and "\n" not in out["msg"] and out["msg"].startswith("shared_root: ")
     assert "is it mounted?" in out["msg"] and ray.submitted == [] and os.listdir(ray_config["shared_root"]) == []
+
+
+@pytest.mark.parametrize("err", [errno.ENOSPC, errno.EACCES, errno.EIO])
+def test_an_os_error_while_writing_the_record_is_one_line_and_the_retry_completes_it(ray, ray_config, capsys,  # noqa: F811
+                                                                                     monkeypatch, err):
+    real = jr.write_text
+
+    def failing(path, text):
+        if path.endswith("ray_status_pre.txt"):  # part of the record is written by then
+            raise OSError(err, os.strerror(err), path)
+        real(path, text)
+
+    monkeypatch.setattr(jr, "write_text", failing)
+    code, out = run(capsys, spec=make_spec(ray_config), ray_config=ray_config)
+    assert code == 1 and "\n" not in out["msg"] and ray.submitted == []
+    assert out["msg"] == (f"cannot write the job record at {record(ray_config)}/debug/ray_status_pre.txt: "
+                          f"{os.strerror(err)}; fix that and run the same command again")
+    monkeypatch.setattr(jr, "write_text", real)
+    code, out = run(capsys, spec=make_spec(ray_config), ray_config=ray_config)
+    assert code == 0 and out["changed"] and len(ray.submitted) == 1 and status_json(ray_config)["state"] == "PENDING"
+    assert not [n for n in os.listdir(os.path.join(record(ray_config), "debug")) if n.startswith(".tmp-")]
