@@ -39,6 +39,9 @@ ARGUMENT_SPEC = {
     "poll_s": {"type": "int", "default": POLL_S},
     "preflight": {"type": "bool", "default": True},
     "specs_dir": {"type": "path"},
+    "suite": {"type": "str"},
+    "entry": {"type": "str"},
+    "suites_dir": {"type": "path"},
     "ray_config": {"type": "dict"},
     "token_path": {"type": "path", "no_log": False},
     "python": {"type": "str"},
@@ -83,7 +86,8 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC, required_if=[
             ("action", "wait", ("submission_id",)), ("action", "status", ("submission_id",)),
-            ("action", "stop", ("submission_id",)), ("action", "logs", ("submission_id",))])
+            ("action", "stop", ("submission_id",)), ("action", "logs", ("submission_id",))],
+            required_together=[("suite", "entry")], mutually_exclusive=[("suite", "spec")])
         connection, python = ray_action.connection(self._templar, args, address="ray_config")
         try:
             connection["ray_config"] = self._with_site_secret_names(connection["ray_config"])
@@ -124,7 +128,7 @@ class ActionModule(ActionBase):
         """Resolve and submit; in check mode show the rendering; with wait follow the job to its end."""
         try:
             spec = self._resolve(args, ray_config)
-        except jobspec_input.JobSpecError as exc:
+        except (jobspec_input.JobSpecError, jobspec_input.SuiteError) as exc:
             return {"failed": True, "msg": str(exc)}
         submitted = module(action="submit", spec=spec.to_dict(), preflight=args["preflight"])
         if submitted.get("failed"):
@@ -148,9 +152,15 @@ class ActionModule(ActionBase):
             # -e values are data: a JSON round trip keeps their values and drops any template trust.
             extra = json.loads(json.dumps(dict(load_extra_vars(self._loader))))
         name = args["spec"] or extra.get("spec")
+        overrides = dict(args["overrides"])
+        if args["suite"]:
+            # A suite entry is read here, not passed in as a variable: its overrides may hold secrets, and
+            # Ansible shows and keeps variables (-v output, ansible-runner's job_events).
+            entry = jobspec_input.suite_entry(args["suite"], args["entry"],
+                                              args["suites_dir"] or os.path.join(PROJECT_ROOT, "suites"))
+            name, overrides = entry["spec"], {**entry["overrides"], **overrides}
         if not name:
             raise jobspec_input.JobSpecError("spec", "name a spec with -e spec=NAME (one of jobspecs/*.yaml)", name)
-        overrides = dict(args["overrides"])
         if args["submission_id"]:
             overrides["submission_id"] = args["submission_id"]
         site_defaults = ray_action.inventory_value(self._templar, "jobspec_defaults", {}) or {}

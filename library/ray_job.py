@@ -54,6 +54,17 @@ options:
   specs_dir:
     description: (action) Where spec files are; default the project's C(jobspecs/).
     type: path
+  suite:
+    description:
+      - (action) Take the spec and overrides from the entry O(entry) of C(suites/<suite>.yaml), read here on the
+        control host, so that an entry's secret env values never pass through Ansible's variables.
+    type: str
+  entry:
+    description: (action) The suite entry's name (with O(suite)).
+    type: str
+  suites_dir:
+    description: (action) Where suite files are; default the project's C(suites/).
+    type: path
   python:
     description: (action) Python with Ray on the head that runs the module; default C(ray_python).
     type: str
@@ -94,8 +105,8 @@ EXAMPLES = r"""
 
 - name: Regression | Run a suite entry
   ray_job:
-    spec: sft
-    overrides: {total_training_steps: 2}
+    suite: lab
+    entry: sft
     submission_id: nightly-1-sft
     wait: true
 

@@ -4,7 +4,10 @@ DOCUMENTATION = r"""
 name: regression_suite
 short_description: The checked entries of suites/<name>.yaml
 description:
-  - Returns the suite's entries, each C({name, spec, overrides}); a bad suite fails with one line naming it.
+  - Returns the suite's entries, each C({name, spec, overrides, gates}); a bad suite fails with one line naming it.
+  - Secret env values in overrides are redacted (the default secret names and the inventory's
+    C(jobspec_secret_env_names)), since Ansible shows and keeps variables. ray_job reads an entry's real
+    values itself (its O(suite) and O(entry) options).
 options:
   _terms:
     description: The suite's name.
@@ -23,6 +26,8 @@ from ansible.plugins.lookup import LookupBase
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from plugin_utils import PROJECT_ROOT, jobspec_input
 
+from ansible.module_utils import redaction  # isort: skip
+
 
 class LookupModule(LookupBase):
     def run(self, terms, variables=None, **kwargs):
@@ -30,6 +35,10 @@ class LookupModule(LookupBase):
         suites_dir = self.get_option("suites_dir") or os.path.join(PROJECT_ROOT, "suites")
         try:
             # One list per suite name: a single term gives its entries as the lookup's list.
-            return [entry for name in terms for entry in jobspec_input.load_suite(str(name), suites_dir)]
+            entries = [entry for name in terms for entry in jobspec_input.load_suite(str(name), suites_dir)]
         except jobspec_input.SuiteError as exc:
             raise AnsibleLookupError(str(exc)) from None
+        # Variables reach a lookup templated already; a site's names are plain strings.
+        site_names = (variables or {}).get("jobspec_secret_env_names") or []
+        names = tuple(redaction.DEFAULT_SECRET_ENV_NAMES) + tuple(n for n in site_names if isinstance(n, str))
+        return jobspec_input.shown_entries(entries, names)

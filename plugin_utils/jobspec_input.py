@@ -9,7 +9,7 @@ import json
 import os
 import re
 
-from ansible.module_utils import conventions, jobspec, regression_gates
+from ansible.module_utils import conventions, jobspec, redaction, regression_gates
 from ansible.module_utils.jobspec import SPEC_FIELDS, JobSpecError, _expect, _join
 
 # Extra vars that steer the playbooks rather than describe the job.
@@ -247,3 +247,26 @@ def load_suite(name, suites_dir):
     if not entries:
         raise SuiteError(f"suite {name!r}: no entries")
     return entries
+
+
+def suite_entry(suite, entry, suites_dir):
+    """The entry named `entry` of suites/<suite>.yaml, with its overrides as written (secrets included)."""
+    for found in load_suite(suite, suites_dir):
+        if found["name"] == entry:
+            return found
+    raise SuiteError(f"suite {suite!r}: no entry named {entry!r}")
+
+
+def shown_entries(entries, secret_names):
+    """Suite entries as Ansible may show and keep them: secret env values in overrides redacted
+    (whether written as env: {NAME: value} or as a dotted env.NAME: value)."""
+    shown = []
+    for entry in entries:
+        overrides = {}
+        for key, value in entry["overrides"].items():
+            if key.startswith("env.") and redaction.is_secret_name(key[4:], secret_names):
+                overrides[key] = redaction.REDACTED
+            else:
+                overrides[key] = redaction.redact(value, secret_names) if key == "env" else value
+        shown.append({**entry, "overrides": overrides})
+    return shown

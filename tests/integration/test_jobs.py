@@ -224,21 +224,29 @@ def test_concurrent_submissions_land_once_per_id():
         assert status(sid)["state"] == "SUCCEEDED"
 
 
-def test_no_secret_lands_in_the_record_or_the_output():
+# Secrets of awkward shapes (quotes, $, spaces, backslashes, unicode), as people's tokens are.
+SECRETS = {"WANDB_API_KEY": "wandb-sekrit-5f1c2b9e", "HF_TOKEN": "hf_'sek\"rit $HOME 8d7e",
+           "MY_PASSWORD": "two words sekrit ✓", "DB_SECRET": "back\\slash{{ sekrit }}"}
+
+
+def test_no_secret_lands_in_the_record_or_the_vvv_output():
     sid = new_id("secret")
-    secrets = ["wandb-sekrit-5f1c2b9e", "hf_sekrit_8d7e6f5a"]
-    env = json.dumps({"env": {"WANDB_API_KEY": secrets[0], "HF_TOKEN": secrets[1]}})
-    run = playbook("submit.yml", "-e", "spec=smoke", "-e", f"submission_id={sid}", "-e", "wait=true", "-e", env)
+    env = json.dumps({"env": SECRETS})
+    run = playbook("submit.yml", "-vvv", "-e", "spec=smoke", "-e", f"submission_id={sid}", "-e", "wait=true",
+                   "-e", env)
     assert run.rc == 0, run
+    assert "<redacted>" in run.out  # -vvv shows the module's (redacted) arguments
     with open(TOKEN) as handle:
         token = handle.read().strip()
-    for secret in [*secrets, token]:
-        assert secret not in run.out
-        for folder, _, files in os.walk(record(sid)):
-            for name in files:
-                with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as handle:
-                    assert secret not in handle.read(), (name, secret[:6])
-    assert json.loads(read(sid, "config", "runtime_env.json"))["env_vars"]["WANDB_API_KEY"] == "<redacted>"
+    for secret in [*SECRETS.values(), token]:
+        for shape in {secret, json.dumps(secret)[1:-1]}:
+            assert shape not in run.out, secret[:6]
+            for folder, _, files in os.walk(record(sid)):
+                for name in files:
+                    with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as handle:
+                        assert shape not in handle.read(), (name, secret[:6])
+    runtime_env = json.loads(read(sid, "config", "runtime_env.json"))["env_vars"]
+    assert all(runtime_env[name] == "<redacted>" for name in SECRETS)
 
 
 def test_worker_killed_during_a_job_is_recorded_as_failed_with_a_snapshot():

@@ -6,9 +6,10 @@ import subprocess
 import xml.etree.ElementTree as ET
 
 import pytest
-from conftest import ROOT, playbook
+from conftest import RECORDS, ROOT, playbook
 
 REPORTS = os.path.join(ROOT, ".lab", "private", "regression")
+SUITE_SECRET = "suite-sekrit-3c9a1f7e"  # suites/lab-failing.yaml
 RUNNER = [os.path.join(ROOT, ".venv", "bin", "python"), os.path.join(ROOT, "scripts", "regression.py")]
 
 
@@ -43,6 +44,16 @@ def test_a_failing_entry_fails_the_run_and_the_report_says_so(tmp_path):
         summary = handle.read()
     assert "FAIL" in summary and "failing" in summary and "../../jobs/it-regr-1-smoke/" in summary
     assert os.path.isdir(os.path.join(REPORTS, "it-regr-1", "ansible-runner"))
+    # The suite's secret reached the job (its runtime_env says it was set) but no output, report,
+    # ansible-runner artifact (job_events) or record file.
+    assert SUITE_SECRET not in first.stdout + first.stderr
+    for top in (os.path.join(REPORTS, "it-regr-1"), os.path.join(RECORDS, "it-regr-1-smoke"), str(tmp_path)):
+        for folder, _, files in os.walk(top):
+            for name in files:
+                with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as handle:
+                    assert SUITE_SECRET not in handle.read(), os.path.join(folder, name)
+    with open(os.path.join(RECORDS, "it-regr-1-smoke", "config", "runtime_env.json"), encoding="utf-8") as handle:
+        assert json.load(handle)["env_vars"]["WANDB_API_KEY"] == "<redacted>"
 
     second = runner(tmp_path, "--suite", "lab-failing", "--run-id", "it-regr-2", "--keep", "5")
     assert second.returncode != 0

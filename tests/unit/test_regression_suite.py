@@ -68,3 +68,31 @@ def test_runner_retention_keeps_newest_finished_and_never_running(tmp_path):
     assert runner.old_runs(str(tmp_path), keep=5) == []
     assert runner.old_runs(str(tmp_path / "missing"), keep=1) == []
     assert runner.parse_args(["--suite", "gpu", "--keep", "3"]).keep == 3
+
+
+SECRET_SUITE = ("entries:\n"
+                "  - name: a\n    spec: smoke\n"
+                "    overrides: {env: {WANDB_API_KEY: suite-sekrit-1234, PLAIN: keep}, env.HF_TOKEN: hf-sekrit-5678,"
+                " total_training_steps: 2}\n")
+
+
+def test_the_lookup_shows_entries_with_their_secrets_redacted(tmp_path):
+    from ansible.plugins.loader import lookup_loader
+
+    write(tmp_path, "s", SECRET_SUITE)
+    lookup = lookup_loader.get("regression_suite")
+    [entry] = lookup.run(["s"], variables={}, suites_dir=str(tmp_path))
+    assert entry["overrides"] == {"env": {"WANDB_API_KEY": "<redacted>", "PLAIN": "keep"},
+                                  "env.HF_TOKEN": "<redacted>", "total_training_steps": 2}
+    assert "sekrit" not in json.dumps(entry)
+
+
+def test_ray_job_reads_the_real_values_of_a_suite_entry_itself(tmp_path):
+    from plugin_utils.jobspec_input import suite_entry
+
+    write(tmp_path, "s", SECRET_SUITE)
+    entry = suite_entry("s", "a", str(tmp_path))
+    assert entry["overrides"]["env"]["WANDB_API_KEY"] == "suite-sekrit-1234"
+    assert entry["overrides"]["env.HF_TOKEN"] == "hf-sekrit-5678"
+    with pytest.raises(SuiteError, match="suite 's': no entry named 'b'"):
+        suite_entry("s", "b", str(tmp_path))
