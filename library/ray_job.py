@@ -634,6 +634,8 @@ def stop(module, job):
 def refresh(module, job):
     """action=status/logs: bring the record up to date with Ray (finalising it when the job ended)."""
     status, info = job.status(), job.info()
+    if not status.get("submission_id"):  # lost or unreadable: what the rest of the record says
+        status = job.rebuilt_status()
     log = ""
     if info is None and not status.get("final") and status.get("submission_id") and not module.check_mode:
         status = job.forgotten(status)

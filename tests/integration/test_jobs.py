@@ -285,6 +285,41 @@ def test_an_import_error_is_diagnosed_with_its_evidence():
     assert "No module named 'verl_no_such_module'" in diagnosis["evidence"]["line"]
 
 
+def test_a_submit_interrupted_at_each_step_is_completed_by_the_same_command():
+    # Killed after the record's directory was made, before Ray had the job: the same command submits it.
+    early = new_id("interrupted")
+    os.makedirs(record(early, "config"))
+    run = playbook("submit.yml", "-e", "spec=smoke", "-e", f"submission_id={early}", "-e", "wait=true")
+    assert run.rc == 0 and status(early)["state"] == "SUCCEEDED", run
+    # Killed after Ray accepted the job, before status.json: the same command finishes the record only.
+    late = new_id("interrupted")
+    assert playbook("submit.yml", "-e", "spec=smoke", "-e", f"submission_id={late}").rc == 0
+    os.unlink(record(late, "status.json"))
+    again = playbook("submit.yml", "-e", "spec=smoke", "-e", f"submission_id={late}", "-e", "wait=true")
+    assert again.rc == 0 and "record of an interrupted submit completed" in again.out, again
+    st = status(late)
+    assert st["state"] == "SUCCEEDED" and st["resumed"] and list(ray_jobs()).count(late) == 1
+
+
+def test_a_lost_status_json_mid_run_never_stops_the_job():
+    sid = start_long_job("lost", "sleep 600")
+    os.unlink(record(sid, "status.json"))
+    shown = playbook("job.yml", "-e", f"id={sid}")
+    assert shown.rc == 0, shown
+    assert ray_jobs()[sid].status.value == "RUNNING" and status(sid)["rebuilt"]
+    stopped = playbook("job.yml", "-e", f"id={sid}", "-e", "do=stop")
+    assert stopped.rc == 0 and status(sid)["state"] == "STOPPED", stopped
+
+
+def test_a_wrong_token_is_one_line_naming_the_token_file():
+    sid = new_id("token")
+    assert playbook("submit.yml", "-e", "spec=smoke", "-e", f"submission_id={sid}", "-e", "wait=true").rc == 0
+    ssh(HEAD, "umask 077; printf '%064d' 0 > /root/wrong_token")
+    run = playbook("job.yml", "-e", f"id={sid}", "-e", "ray_auth_token_path=/root/wrong_token")
+    assert run.rc != 0 and "refused the token from /root/wrong_token" in run.out, run
+    assert "0" * 64 not in run.out and "Traceback" not in run.out
+
+
 def test_a_head_without_the_shared_root_mounted_submits_nothing():
     ssh(HEAD, "umount -l /private")  # the lab host's /private is then the machine's own empty directory
     try:

@@ -162,3 +162,13 @@ def test_an_os_error_while_writing_the_record_is_one_line_and_the_retry_complete
     code, out = run(capsys, spec=make_spec(ray_config), ray_config=ray_config)
     assert code == 0 and out["changed"] and len(ray.submitted) == 1 and status_json(ray_config)["state"] == "PENDING"
     assert not [n for n in os.listdir(os.path.join(record(ray_config), "debug")) if n.startswith(".tmp-")]
+
+
+def test_status_rebuilds_a_lost_status_json_and_never_stops_the_job(ray, ray_config, capsys):  # noqa: F811
+    submitted(capsys, ray, ray_config)
+    os.unlink(os.path.join(record(ray_config), "status.json"))
+    ray.set(SID, "RUNNING", driver_node_id="n-w1", start_time=int(ray.clock.now * 1000))
+    code, out = run(capsys, action="status", submission_id=SID, ray_config=ray_config)
+    assert code == 0 and out["state"] == "RUNNING" and ray.stopped == []
+    status = status_json(ray_config)
+    assert status["submission_id"] == SID and status["rebuilt"] and status["timeouts"]["pending_s"] == 120
