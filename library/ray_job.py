@@ -495,9 +495,12 @@ def submit_locked(job, spec, config, info, entrypoint, runtime_env, options, sho
               "record": spec.output_dir, "timeouts": {"pending_s": spec.timeouts.pending_s,
                                                       "max_run_s": spec.timeouts.max_run_s}}
     if info is not None:
-        # Ray accepted it before the interruption: finish the record, submit nothing. The submit time is
-        # unknown, so the pending timeout is not enforced for this job (a healthy job is never stopped for it).
-        status.update(state=rc.job_summary(info)["status"], resumed="the record of an interrupted submit was completed")
+        # Ray accepted it before the interruption: finish the record, submit nothing. Ray's start_time is when
+        # it accepted the submission, so the pending timeout still counts from then.
+        summary = rc.job_summary(info)
+        status.update(state=summary["status"], resumed="the record of an interrupted submit was completed")
+        if summary["start_time"]:
+            status["submitted_at"] = summary["start_time"]
         job.save_status(status)
         return dict(job.result(status, f"{job.sid}: record of an interrupted submit completed (Ray has the job)"),
                     existed=True, **shown)
