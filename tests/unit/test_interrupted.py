@@ -180,7 +180,7 @@ def test_a_completed_record_keeps_the_pending_timeout_from_rays_submit_time(ray,
     ray.set(SID, "PENDING", start_time=accepted_ms)  # Ray stamps start_time when it accepts a submission
     os.unlink(os.path.join(record(ray_config), "status.json"))
     code, out = run(capsys, spec=make_spec(ray_config), ray_config=ray_config)
-    assert code == 0 and status_json(ray_config)["submitted_at"] == accepted_ms
+    assert code == 0 and out["existed"] and status_json(ray_config)["submitted_at"] == accepted_ms
     ray.clock.now += 200  # past pending_s (120) since Ray accepted it
     code, out = run(capsys, action="wait", submission_id=SID, ray_config=ray_config, poll_s=5)
-    assert code == 0 and ray.stopped == [SID] and status_json(ray_config)["reason"] == "PENDING_TIMEOUT"
+    assert code == 0 and out["done"] and ray.stopped == [SID] and status_json(ray_config)["reason"] == "PENDING_TIMEOUT"
