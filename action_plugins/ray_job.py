@@ -30,7 +30,7 @@ POLL_S = 20
 CONNECTION_RETRIES = 3
 
 ARGUMENT_SPEC = {
-    "action": {"type": "str", "choices": ["submit", "wait", "status", "stop", "logs", "reconcile"], "default": "submit"},
+    "action": {"type": "str", "choices": ["submit", "wait", "status", "stop", "logs", "reconcile", "resume"], "default": "submit"},
     "spec": {"type": "str"},
     "overrides": {"type": "dict", "default": {}},
     "extra_vars": {"type": "bool", "default": False},
@@ -86,7 +86,8 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC, required_if=[
             ("action", "wait", ("submission_id",)), ("action", "status", ("submission_id",)),
-            ("action", "stop", ("submission_id",)), ("action", "logs", ("submission_id",))],
+            ("action", "stop", ("submission_id",)), ("action", "logs", ("submission_id",)),
+            ("action", "resume", ("submission_id",))],
             required_together=[("suite", "entry")], mutually_exclusive=[("suite", "spec")])
         connection, python = ray_action.connection(self._templar, args, address="ray_config")
         try:
@@ -116,7 +117,11 @@ class ActionModule(ActionBase):
         if args["action"] == "submit":
             return {**result, **self._submit(module, args, connection["ray_config"])}
         if args["action"] == "wait" and not self._task.check_mode:
-            return {**result, **self._follow(module, args["submission_id"], None, args["poll_s"])}
+            last = self._follow(module, args["submission_id"], None, args["poll_s"])
+            return {**result, **self._retries(module, last, None, connection["ray_config"], args["poll_s"])}
+        if args["action"] == "resume":
+            last = self._resume(module, args["submission_id"], None, connection["ray_config"], args["poll_s"])
+            return {**result, **self._retries(module, last, None, connection["ray_config"], args["poll_s"])}
         if args["action"] == "reconcile":
             reconciled = module(action="reconcile")
             if reconciled.get("finalized"):
@@ -141,6 +146,7 @@ class ActionModule(ActionBase):
             return submitted
         self._show(submitted.get("progress", ""))
         last = self._follow(module, spec.submission_id, spec.output_dir, args["poll_s"])
+        last = self._retries(module, last, spec.to_dict(), ray_config, args["poll_s"])
         shown = {k: submitted[k] for k in ("existed", "entrypoint", "runtime_env", "entrypoint_options", "submit_cmd")
                  if k in submitted}
         return {**last, **shown, "changed": bool(submitted.get("changed") or last.get("changed"))}
@@ -167,6 +173,43 @@ class ActionModule(ActionBase):
         return jobspec_input.resolve_job(
             name, ray_config=ray_config, specs_dir=args["specs_dir"] or os.path.join(PROJECT_ROOT, "jobspecs"),
             site_defaults=site_defaults, overrides=overrides, extra_vars=extra)
+
+    def _retries(self, module, last, spec, ray_config, poll_s):
+        """While the job failed for a reason its spec's retries cover and attempts remain: the next attempt.
+
+        spec: the job's spec as this run resolved it (secrets included), or None to take it from the record."""
+        while not last.get("failed") and last.get("state") == "FAILED":
+            status = last.get("status") or {}
+            policy = status.get("retries") or {}
+            kind = (status.get("diagnosis") or {}).get("kind")
+            used = status.get("attempt", 0)
+            if kind not in (policy.get("on") or []) or used >= policy.get("max", 0):
+                break
+            self._show(f"{last['submission_id']}: failed ({kind}): attempt {used + 1} of {policy['max']}, "
+                       "resuming from the newest whole checkpoint")
+            last = self._resume(module, last["submission_id"], spec, ray_config, poll_s)
+        return last
+
+    def _resume(self, module, submission_id, spec, ray_config, poll_s):
+        """Submit the next attempt resuming submission_id (from its newest whole checkpoint), and follow it."""
+        planned = module(action="attempt", submission_id=submission_id)
+        if planned.get("failed"):
+            return planned
+        extra = json.loads(json.dumps(dict(load_extra_vars(self._loader))))
+        try:
+            attempt = jobspec_input.resume_job(
+                spec or planned["job_spec"], planned["next_id"], submission_id, ray_config=ray_config,
+                site_defaults=ray_action.inventory_value(self._templar, "jobspec_defaults", {}) or {},
+                extra_vars=extra, known=spec is not None)
+        except jobspec_input.JobSpecError as exc:
+            return {"failed": True, "msg": str(exc)}
+        submitted = module(action="submit", spec=attempt.to_dict(), preflight=False)
+        if submitted.get("failed") or self._task.check_mode:
+            return submitted
+        resumed = submitted.get("resumed_from") or {}
+        self._show(f"{attempt.submission_id}: submitted, resuming {submission_id} from "
+                   f"{resumed.get('path')} (step {resumed.get('step')})")
+        return self._follow(module, attempt.submission_id, attempt.output_dir, poll_s)
 
     def _with_site_secret_names(self, ray_config):
         """ray_config with the site's extra secret names (inventory jobspec_secret_env_names) added."""

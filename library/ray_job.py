@@ -21,6 +21,12 @@ description:
     job the head forgot when it restarted: O(action=wait), O(action=status) and O(action=logs) finalise it as
     FAILED (reason HEAD_RESTARTED), keeping all it holds. O(action=reconcile) does that for every record on the
     shared root (up.yml runs it after healing). When the head cannot be read, nothing is finalised.
+  - A job whose spec sets C(retries) and that failed for one of C(retries.on)'s reasons (its record's diagnosis)
+    is resubmitted by the action as a linked attempt C(<id>-r1), C(-r2), ... up to C(retries.max), resuming
+    verl from the newest whole checkpoint over the job's and its attempts' checkpoint dirs
+    (module_utils/checkpoints.py); the first job's status.json lists its C(attempts), each attempt's names
+    C(attempt_of) and C(resumed_from). O(action=resume) does the same by hand (O(action=attempt) is its module
+    half: it names the next attempt and returns the record's spec, changing nothing).
   - Runs on the head with a Python that has Ray; clears RAY_ADDRESS and proxy variables first.
   - Its action plugin (action_plugins/ray_job.py) runs on the control host first. It takes the spec by name
     (O(spec)), layers the site's C(jobspec_defaults), O(overrides) and, with O(extra_vars=true), this run's
@@ -32,7 +38,7 @@ options:
   action:
     description: What to do.
     type: str
-    choices: [submit, wait, status, stop, logs, reconcile]
+    choices: [submit, wait, status, stop, logs, reconcile, resume, attempt]
     default: submit
   spec:
     description:
@@ -186,6 +192,7 @@ import os
 import tempfile
 import time
 
+from ansible.module_utils import checkpoints as ck
 from ansible.module_utils import conventions, diagnosis
 from ansible.module_utils import job_record as jr
 from ansible.module_utils import jobspec as js
@@ -444,8 +451,11 @@ def submit(module, config):
         raise Failed(f"shared_root: {config.shared_root} on this head is not the shared storage (no {mark}): "
                      "is it mounted? run up.yml; nothing was submitted")
     job = Job(module, config, spec.submission_id, spec.output_dir)
+    # The checkpoint an attempt resumes from is found here, on the head, where the shared root is.
+    resume = resume_point(spec, config) if spec.resume_from and not job.status().get("submission_id") else None
+    resume_path = resume["path"] if resume else None
     runtime_env = render.render_runtime_env(spec, config)
-    entrypoint = render.render_entrypoint(spec, config)
+    entrypoint = render.render_entrypoint(spec, config, resume_path)
     options = render.entrypoint_options(spec)
     job.learn_secrets(runtime_env)
     # Rendered from the runtime_env redacted by name: a secret with a quote (shell- or JSON-escaped in the
@@ -454,6 +464,8 @@ def submit(module, config):
     # What --check shows is exactly what is submitted: this one rendering (redacted).
     shown = dict(entrypoint=job.redact(entrypoint), runtime_env=job.redact(runtime_env),
                  entrypoint_options=options, submit_cmd=job.redact(command))
+    if resume:
+        shown["resumed_from"] = resume
 
     def existing():
         info = job.info()
@@ -469,7 +481,7 @@ def submit(module, config):
         return existing()
     check_code(spec)
     if module.params["preflight"] and info is None:
-        compose(module, spec, config, runtime_env)
+        compose(module, spec, config, runtime_env, resume_path)
     if module.check_mode:
         what = "record would be completed" if resuming else "would be submitted"
         return dict(job.result({"state": "NEW"}, f"{job.sid} {what}"), changed=True, existed=resuming, **shown)
@@ -478,7 +490,53 @@ def submit(module, config):
         # Whoever held the lock before may have submitted this id and written its status meanwhile.
         if job.status().get("submission_id"):
             return existing()
+        if resume:
+            link_attempt(config, resume["root"], job.sid)
         return submit_locked(job, spec, config, job.info(), entrypoint, runtime_env, options, shown)
+
+
+def chain(config, sid):
+    """(root id, [root, attempts...]) of the jobs linked with sid: a first job and its resuming attempts."""
+    status = jr.read_json(jr.paths(conventions.job_dir(config.shared_root, sid))["status"])
+    root = (status or {}).get("attempt_of") if isinstance(status, dict) else None
+    root = root if conventions.matches(conventions.ID_RULE, root) else sid
+    root_status = jr.read_json(jr.paths(conventions.job_dir(config.shared_root, root))["status"])
+    attempts = root_status.get("attempts", []) if isinstance(root_status, dict) else []
+    return root, [root, *(a for a in attempts if conventions.matches(conventions.ID_RULE, a) and a != root)]
+
+
+def resume_point(spec, config):
+    """Where a job with resume_from starts: the newest whole checkpoint over the linked jobs' checkpoint dirs."""
+    if not os.path.isdir(conventions.job_dir(config.shared_root, spec.resume_from)):
+        raise Failed(f"jobspec field 'resume_from': no job record at "
+                     f"{conventions.job_dir(config.shared_root, spec.resume_from)}")
+    root, linked = chain(config, spec.resume_from)
+    dirs = []
+    for sid in linked:
+        rec = jr.paths(conventions.job_dir(config.shared_root, sid))
+        old = jr.read_json(rec["job_spec"])
+        directory = old.get("checkpoint_dir") if isinstance(old, dict) else None
+        if not (isinstance(directory, str) and js.is_inside(directory, config.shared_root)):
+            directory = rec["checkpoints"]
+        if directory not in dirs:
+            dirs.append(directory)
+    world = spec.resources.nnodes * max(spec.resources.n_gpus_per_node, 1)
+    try:
+        found = ck.newest_whole(dirs, world)
+    except ck.CheckpointError as exc:
+        raise Failed(f"jobspec field 'resume_from': {exc}") from None
+    return {"root": root, "submission_id": spec.resume_from, "path": found["path"], "step": found["step"],
+            "skipped": [f"{os.path.basename(p)}: {why}" for p, why in found["skipped"]]}
+
+
+def link_attempt(config, root, sid):
+    """Name the attempt in the first job's status.json (`attempts`), under that record's lock."""
+    rec = jr.paths(conventions.job_dir(config.shared_root, root))
+    with jr.record_lock(rec["dir"]):
+        status = jr.read_json(rec["status"])
+        if isinstance(status, dict) and sid not in status.get("attempts", []):
+            status["attempts"] = [*status.get("attempts", []), sid]
+            jr.write_json(rec["status"], status)
 
 
 def submit_locked(job, spec, config, info, entrypoint, runtime_env, options, shown):
@@ -493,7 +551,12 @@ def submit_locked(job, spec, config, info, entrypoint, runtime_env, options, sho
     status = {"submission_id": job.sid, "spec": spec.name, "workload": spec.workload, "state": "PENDING",
               "final": False, "reason": None, "code_path": spec.code_path, "code_id": spec.code_id,
               "record": spec.output_dir, "timeouts": {"pending_s": spec.timeouts.pending_s,
-                                                      "max_run_s": spec.timeouts.max_run_s}}
+                                                      "max_run_s": spec.timeouts.max_run_s},
+              "retries": {"max": spec.retries.max, "on": list(spec.retries.on)}}
+    if "resumed_from" in shown:
+        root, linked = chain(config, shown["resumed_from"]["root"])
+        status.update(attempt_of=root, attempt=linked.index(job.sid) if job.sid in linked else len(linked),
+                      resumed_from=shown["resumed_from"])
     if info is not None:
         # Ray accepted it before the interruption: finish the record, submit nothing. Ray's start_time is when
         # it accepted the submission, so the pending timeout still counts from then.
@@ -544,12 +607,12 @@ def check_code(spec):
                      f"(snapshots here: {', '.join(have) or 'none'}), got {spec.code_id!r}")
 
 
-def compose(module, spec, config, runtime_env):
+def compose(module, spec, config, runtime_env, resume_path=None):
     """Let verl's hydra compose the job's config with the snapshot's code (`--cfg job`) before submitting.
 
     A misspelled override fails here in seconds with verl's own message; nothing is created then.
     """
-    argv = render.compose_command(spec, config)
+    argv = render.compose_command(spec, config, resume_path)
     if argv is None:
         return
     env = dict(os.environ)
@@ -667,7 +730,24 @@ def logs_action(module, job):
     return dict(job.result(status, f"{job.sid}: {status.get('state')}"), log_tail=job.redact(tail))
 
 
-ACTIONS = {"wait": follow, "stop": stop, "status": status_action, "logs": logs_action}
+def attempt_action(module, job):
+    """action=attempt: the id and spec of the next attempt resuming this job (nothing changes)."""
+    status, _ = refresh(module, job)
+    if not status.get("final") or status.get("state") == "SUCCEEDED":
+        why = "it succeeded" if status.get("state") == "SUCCEEDED" else "it has not ended (stop it first)"
+        raise Failed(f"{job.sid}: {status.get('state')}: nothing to resume, {why}", **job.result(status, ""))
+    root, linked = chain(job.config, job.sid)
+    next_id = f"{root}-r{len(linked)}"
+    if not conventions.matches(conventions.ID_RULE, next_id):
+        raise Failed(f"{job.sid}: the attempt's id {next_id!r} would not be {conventions.ID_RULE[1]}")
+    spec = jr.read_json(job.rec["job_spec"])
+    if not isinstance(spec, dict):
+        raise Failed(f"{job.sid}: its record has no readable {job.rec['job_spec']}")
+    return dict(job.result(status, f"{job.sid}: the next attempt is {next_id}"), root=root, next_id=next_id,
+                job_spec=spec)
+
+
+ACTIONS = {"wait": follow, "stop": stop, "status": status_action, "logs": logs_action, "attempt": attempt_action}
 
 
 def reconcile(module, config):
@@ -747,7 +827,7 @@ def main():
     module = AnsibleModule(
         argument_spec=argument_spec(
             ray_config=True,
-            action=dict(type="str", choices=["submit", "wait", "status", "stop", "logs", "reconcile"], default="submit"),
+            action=dict(type="str", choices=["submit", "wait", "status", "stop", "logs", "reconcile", "attempt"], default="submit"),
             spec=dict(type="raw"),
             submission_id=dict(type="str"),
             output_dir=dict(type="path"),
@@ -756,7 +836,7 @@ def main():
         ),
         required_if=[("action", "submit", ("spec",)), ("action", "wait", ("submission_id",)),
                      ("action", "status", ("submission_id",)), ("action", "stop", ("submission_id",)),
-                     ("action", "logs", ("submission_id",))],
+                     ("action", "logs", ("submission_id",)), ("action", "attempt", ("submission_id",))],
         supports_check_mode=True,
     )
     p = module.params

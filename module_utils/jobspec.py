@@ -27,6 +27,9 @@ WORKLOADS = ("ppo", "grpo", "sft", "smoke", "command")
 # Workloads rendered as verl trainers: they need a model and training data.
 TRAINERS = ("ppo", "grpo", "sft")
 TRAINER_REQUIRED = ("model_path", "train_files")
+# Failure kinds (module_utils/diagnosis.py) a retry may cure. User errors (hydra_config, import_error) are
+# not among them: the same job would fail the same way.
+RETRYABLE = ("node_died", "head_restarted", "nccl_gloo", "oom_kill")
 
 # (regex, what a valid value looks like). Anchored, used with re.fullmatch here and as JSON
 # Schema patterns, so both accept the same strings.
@@ -127,6 +130,15 @@ SPEC_FIELDS = (
         Field("max_run_s", "int", "Seconds the job may run before it is stopped; null: no limit.",
               minimum=1, nullable=True),
     )),
+    Field("retries", "object", "Resubmit a job that failed for an infrastructure reason as a linked attempt "
+          "(<submission_id>-r1, -r2, ...) that resumes from the newest whole checkpoint (verl workloads).", fields=(
+        Field("max", "int", "Attempts after the first; 0: never retried.", default=0),
+        Field("on", "list", "Failure kinds (the record's diagnosis) that are retried.",
+              default=["node_died", "head_restarted", "nccl_gloo"], item=Field("", "str", choices=RETRYABLE)),
+    )),
+    Field("resume_from", "str", "Submission id of an earlier job (of the same spec) whose newest whole checkpoint, "
+          "over its record and its attempts', this job resumes from; set by retries and job.yml do=resume.",
+          pattern=conventions.ID_RULE, nullable=True),
     Field("env", "map", "Environment variables of the job; they win over "
           "ray_config.runtime_env.env_vars.", default={}, pattern=_ENV_NAME, item=_STRING),
     Field("overrides", "list", "Extra hydra overrides for ppo/grpo/sft, appended last so they win. "
@@ -335,6 +347,12 @@ class Timeouts:
 
 
 @dataclasses.dataclass(frozen=True)
+class Retries:
+    max: int
+    on: list
+
+
+@dataclasses.dataclass(frozen=True)
 class JobSpec:
     """A resolved, valid JobSpec. Build it with resolve() or from_dict(), not directly."""
 
@@ -356,6 +374,8 @@ class JobSpec:
     total_training_steps: int | None
     total_epochs: int | None
     timeouts: Timeouts
+    retries: Retries
+    resume_from: str | None
     env: dict
     overrides: list
     reward_fn_path: str | None
@@ -397,11 +417,29 @@ def _finish(name, data):
     if v["output_dir"] != expected:
         raise JobSpecError("output_dir", f"must be {expected} (<shared_root>/jobs/<submission_id>)",
                            v["output_dir"])
+    if v["resume_from"] is not None and workload not in TRAINERS:
+        raise JobSpecError("resume_from", "only verl workloads (ppo, grpo, sft) resume from a checkpoint",
+                           v["resume_from"])
+    if v["resume_from"] == v["submission_id"]:
+        raise JobSpecError("resume_from", "must name an earlier job, not this one", v["resume_from"])
     if not is_inside(v["checkpoint_dir"], v["shared_root"]):
         raise JobSpecError("checkpoint_dir", f"must be inside shared_root {v['shared_root']}",
                            v["checkpoint_dir"])
     return JobSpec(name=name, **{**v, "resources": Resources(**v["resources"]),
-                                 "timeouts": Timeouts(**v["timeouts"])})
+                                 "timeouts": Timeouts(**v["timeouts"]), "retries": Retries(**v["retries"])})
+
+
+def attempt_layer(spec, submission_id, resume_from):
+    """(name, spec layer) of a job that resumes `resume_from` as `submission_id`: the earlier job's resolved
+    spec without what derives from its id (its record, a checkpoint_dir inside it, a snapshot's code_path)."""
+    old = dict(spec.to_dict() if isinstance(spec, JobSpec) else spec)
+    name = old.pop("name", None)
+    output_dir = old.pop("output_dir", None)
+    if output_dir and old.get("checkpoint_dir") == record_paths(output_dir)["checkpoints"]:
+        del old["checkpoint_dir"]
+    if old.get("code_id") is not None:
+        old.pop("code_path", None)
+    return name, {**old, "submission_id": submission_id, "resume_from": resume_from}
 
 
 def is_inside(path, root):

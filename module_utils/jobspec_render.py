@@ -43,8 +43,10 @@ def render_runtime_env(spec, ray_config) -> dict:
     return runtime_env
 
 
-def _trainer_args(spec, rc):
-    """The python -m arguments of a verl trainer, hydra overrides included."""
+def _trainer_args(spec, rc, resume_path=None):
+    """The python -m arguments of a verl trainer, hydra overrides included.
+
+    resume_path: the checkpoint (a global_step_N folder) the job resumes from, found on the head."""
     env_vars = render_runtime_env(spec, rc)["env_vars"]
     loggers = ["console"] + (["wandb"] if "WANDB_API_KEY" in env_vars else [])
     if spec.workload == "sft":
@@ -69,12 +71,14 @@ def _trainer_args(spec, rc):
                 ("trainer.logger", loggers)]
     if spec.workload != "sft":
         settings.append(("custom_reward_function.path", spec.reward_fn_path))
+    if resume_path:
+        settings += [("trainer.resume_mode", "resume_path"), ("trainer.resume_from_path", resume_path)]
     args = [f"{key}={_hydra_value(value)}" for key, value in settings if value is not None]
     return ["-m", *head, *args, *spec.overrides]
 
 
-def render_entrypoint(spec, ray_config) -> str:
-    """The shell command Ray runs as the job's driver."""
+def render_entrypoint(spec, ray_config, resume_path=None) -> str:
+    """The shell command Ray runs as the job's driver (resume_path: see _trainer_args)."""
     spec, rc = _as_spec(spec), _as_ray_config(ray_config)
     if spec.workload == "command":
         command = spec.entrypoint
@@ -83,7 +87,7 @@ def render_entrypoint(spec, ray_config) -> str:
             args = ["-m", "smoke_probe", "--checkpoint-dir", spec.checkpoint_dir,
                     "--submission-id", spec.submission_id]
         else:
-            args = _trainer_args(spec, rc)
+            args = _trainer_args(spec, rc, resume_path)
         # rc.python is a command prefix from the site config (it may be "uv run python").
         command = f"{rc.python} {shlex.join(args)}"
     if spec.code_id is not None:
@@ -95,7 +99,7 @@ def render_entrypoint(spec, ray_config) -> str:
     return command
 
 
-def compose_command(spec, ray_config):
+def compose_command(spec, ray_config, resume_path=None):
     """argv that makes verl's hydra compose the job's config and exit (`--cfg job`), or None.
 
     Run before submission it rejects a misspelled override in seconds, with verl's own message.
@@ -103,7 +107,7 @@ def compose_command(spec, ray_config):
     spec, rc = _as_spec(spec), _as_ray_config(ray_config)
     if spec.workload not in TRAINERS:
         return None
-    return [*shlex.split(rc.python), *_trainer_args(spec, rc), "--cfg", "job"]
+    return [*shlex.split(rc.python), *_trainer_args(spec, rc, resume_path), "--cfg", "job"]
 
 
 def entrypoint_options(spec) -> dict:

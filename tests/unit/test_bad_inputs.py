@@ -98,6 +98,10 @@ SUBMIT_CASES = [
     ("spec", {"spec": "no-such-spec"}),
     ("workload", {"workload": "evil"}),
     ("name", {"name": "x"}),
+    ("retries.on[0]", {"retries.on": '["hydra_config"]'}),  # a user error is never retried
+    ("retries.on[0]", {"retries.on": '["import_error"]'}),
+    ("retries.max", {"retries.max": "-1"}),
+    ("resume_from", {"resume_from": "../other"}),
 ]
 
 

@@ -237,7 +237,9 @@ def test_defaults():
         "user_code": False, "model_path": None, "train_files": None, "val_files": None,
         "output_dir": f"/private/jobs/{sid}", "checkpoint_dir": f"/private/jobs/{sid}/checkpoints",
         "save_freq": 10, "total_training_steps": None, "total_epochs": None,
-        "timeouts": {"pending_s": 600, "max_run_s": None}, "env": {}, "overrides": [],
+        "timeouts": {"pending_s": 600, "max_run_s": None},
+        "retries": {"max": 0, "on": ["node_died", "head_restarted", "nccl_gloo"]}, "resume_from": None,
+        "env": {}, "overrides": [],
         "reward_fn_path": None, "project_name": "verl-ray", "experiment_name": sid, "metadata": {}}
 
 

@@ -5,6 +5,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import types
 
 import pytest
@@ -204,3 +205,107 @@ def test_connection_comes_from_the_inventory_unless_the_task_sets_it(inventory):
     assert action.ray_action.connection(no_auth, {}, address="dashboard_url")[0] == {"dashboard_url": "http://h:8265"}
     with pytest.raises(AnsibleUndefinedVariable):
         action.ray_action.connection(Templar({}), {}, address="ray_config")
+
+
+SFT = ("workload: sft\nmodel_path: /models/tiny\ntrain_files: /data/train.parquet\n"
+       "resources: {nnodes: 1, n_gpus_per_node: 2}\nretries: {max: 1}\n")
+
+
+def save_checkpoint(checkpoints, step, world=2):
+    folder = os.path.join(checkpoints, f"global_step_{step}")
+    os.makedirs(folder, exist_ok=True)
+    for rank in range(world):
+        for kind in ("model", "optim", "extra_state"):
+            open(os.path.join(folder, f"{kind}_world_size_{world}_rank_{rank}.pt"), "wb").close()
+    with open(os.path.join(checkpoints, "latest_checkpointed_iteration.txt"), "w") as handle:
+        handle.write(str(step))
+
+
+def retry_run(ray, ray_config, capsys, monkeypatch, tmp_path, extra, args):  # noqa: F811
+    (tmp_path / "sft.yaml").write_text(SFT)
+    monkeypatch.setattr(action, "load_extra_vars", lambda loader: extra)
+    sent, shown = [], []
+    monkeypatch.setattr(action.display, "display", shown.append)
+    jobs = os.path.join(ray_config["shared_root"], "jobs")
+
+    def executor(module_name, module_args, task_vars):
+        sent.append(module_args)
+        sid = module_args.get("submission_id")
+        if module_args["action"] == "wait" and sid == "tr-1":
+            save_checkpoint(os.path.join(jobs, "tr-1", "checkpoints"), 1)
+            save_checkpoint(os.path.join(jobs, "tr-1", "checkpoints"), 2)
+            ray.set("tr-1", "FAILED", start_time=1, end_time=2, driver_exit_code=1,
+                    message="ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.")
+        elif module_args["action"] == "wait":
+            ray.set(sid, "SUCCEEDED", start_time=3, end_time=4, driver_exit_code=0)
+        return module_result(capsys, **{k: v for k, v in module_args.items() if k != "token_path"})
+
+    inventory = {"ray_config": ray_config, "ray_auth_enabled": False, "ray_python": "/opt/ray/bin/python"}
+    result = make_action({"preflight": False, "poll_s": 5, "specs_dir": str(tmp_path), **args},
+                         inventory, executor).run(task_vars={"inventory_hostname": "head"})
+    return result, sent, shown, jobs
+
+
+def status_of(jobs, sid):
+    with open(os.path.join(jobs, sid, "status.json"), encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def test_a_job_that_lost_a_node_is_retried_from_its_newest_whole_checkpoint(ray, ray_config, capsys,  # noqa: F811
+                                                                             monkeypatch, tmp_path):
+    extra = {"spec": "sft", "submission_id": "tr-1", "env.WANDB_API_KEY": SECRET}
+    result, sent, shown, jobs = retry_run(ray, ray_config, capsys, monkeypatch, tmp_path, extra,
+                                          {"extra_vars": True, "wait": True})
+    assert not result.get("failed"), result.get("msg")
+    assert result["state"] == "SUCCEEDED" and result["submission_id"] == "tr-1-r1"
+    assert [a["action"] for a in sent] == ["submit", "wait", "attempt", "submit", "wait"]
+    retry = sent[3]["spec"]
+    assert retry["resume_from"] == "tr-1" and retry["experiment_name"] == "tr-1" and retry["env"]["WANDB_API_KEY"] == SECRET
+    assert retry["checkpoint_dir"] == os.path.join(jobs, "tr-1-r1", "checkpoints")
+    entrypoint = ray.submitted[1]["entrypoint"]
+    assert "trainer.resume_mode=resume_path" in entrypoint
+    assert f"trainer.resume_from_path={jobs}/tr-1/checkpoints/global_step_2" in entrypoint
+    assert status_of(jobs, "tr-1")["attempts"] == ["tr-1-r1"] and status_of(jobs, "tr-1")["state"] == "FAILED"
+    attempt = status_of(jobs, "tr-1-r1")
+    assert attempt["attempt_of"] == "tr-1" and attempt["attempt"] == 1 and attempt["resumed_from"]["step"] == 2
+    assert any("failed (node_died): attempt 1 of 1" in line for line in shown)
+
+
+def test_do_resume_takes_the_spec_from_the_record_and_asks_for_its_secrets_again(ray, ray_config, capsys,  # noqa: F811
+                                                                                 monkeypatch, tmp_path):
+    extra = {"spec": "sft", "submission_id": "tr-1", "env.WANDB_API_KEY": SECRET, "retries.max": "0"}
+    result, _, _, jobs = retry_run(ray, ray_config, capsys, monkeypatch, tmp_path, extra,
+                                   {"extra_vars": True, "wait": True})
+    assert result["state"] == "FAILED" and result["submission_id"] == "tr-1"  # retries.max 0: no attempt
+    save_checkpoint(os.path.join(jobs, "tr-1", "checkpoints"), 3)
+    os.unlink(os.path.join(jobs, "tr-1", "checkpoints", "global_step_3", "optim_world_size_2_rank_1.pt"))
+
+    result, sent, _, _ = retry_run(ray, ray_config, capsys, monkeypatch, tmp_path, {"id": "tr-1", "do": "resume"},
+                                   {"action": "resume", "submission_id": "tr-1"})
+    assert result["failed"] and result["msg"].startswith("jobspec field 'env.WANDB_API_KEY': is a secret the record")
+    assert [a["action"] for a in sent] == ["attempt"] and not os.path.exists(os.path.join(jobs, "tr-1-r1"))
+
+    extra = {"id": "tr-1", "do": "resume", "env.WANDB_API_KEY": SECRET}
+    result, sent, _, _ = retry_run(ray, ray_config, capsys, monkeypatch, tmp_path, extra,
+                                   {"action": "resume", "submission_id": "tr-1"})
+    assert result["state"] == "SUCCEEDED" and result["submission_id"] == "tr-1-r1"
+    assert ray.submitted[-1]["runtime_env"]["env_vars"]["WANDB_API_KEY"] == SECRET
+    attempt = status_of(jobs, "tr-1-r1")
+    assert attempt["resumed_from"]["step"] == 2 and "global_step_3: optim lacks rank(s) 1 of 2" in \
+        attempt["resumed_from"]["skipped"]
+
+
+def test_a_checkpoint_of_another_world_size_is_refused_and_nothing_is_made(ray, ray_config, capsys,  # noqa: F811
+                                                                           monkeypatch, tmp_path):
+    extra = {"spec": "sft", "submission_id": "tr-1", "retries.max": "0"}
+    _, _, _, jobs = retry_run(ray, ray_config, capsys, monkeypatch, tmp_path, extra, {"extra_vars": True, "wait": True})
+    checkpoints = os.path.join(jobs, "tr-1", "checkpoints")
+    for name in os.listdir(checkpoints):
+        if name.startswith("global_step_"):
+            shutil.rmtree(os.path.join(checkpoints, name))
+    save_checkpoint(checkpoints, 2, world=4)
+    result, sent, _, _ = retry_run(ray, ray_config, capsys, monkeypatch, tmp_path, {"id": "tr-1", "do": "resume"},
+                                   {"action": "resume", "submission_id": "tr-1"})
+    assert result["failed"] and "\n" not in result["msg"] and [a["action"] for a in sent] == ["attempt", "submit"]
+    assert result["msg"].startswith("jobspec field 'resume_from': no checkpoint at world size 2 to resume from (global_step_2: ")
+    assert "resume refused" in result["msg"] and not os.path.exists(os.path.join(jobs, "tr-1-r1"))

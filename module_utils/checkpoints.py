@@ -1,0 +1,96 @@
+"""Which verl checkpoint a job may resume from: the newest whole one.
+
+verl saves <checkpoint_dir>/global_step_N/ (each sharded state as <kind>_world_size_W_rank_R.pt, in the
+step's folder or in its actor/ and critic/ sub-folders) and only then writes N into
+latest_checkpointed_iteration.txt. So a checkpoint is whole when the tracker has reached N and every kind
+of shard has every rank 0..W-1 at the world size the resuming job runs at. A step folder newer than the
+tracker is a save that did not finish. Standard library only: the module on the head imports it.
+"""
+
+import os
+import re
+
+TRACKER = "latest_checkpointed_iteration.txt"
+_STEP = re.compile(r"^global_step_(\d+)$")
+_SHARD = re.compile(r"^(?P<kind>.+)_world_size_(?P<world>\d+)_rank_(?P<rank>\d+)\.pt$")
+
+
+class CheckpointError(Exception):
+    """No checkpoint to resume from; str() is one line saying why."""
+
+
+def tracker_step(checkpoint_dir):
+    """The step latest_checkpointed_iteration.txt names, or None (no file, or not a number)."""
+    try:
+        with open(os.path.join(checkpoint_dir, TRACKER), encoding="utf-8") as handle:
+            text = handle.read().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def shard_groups(step_dir):
+    """{(sub-folder, kind): {"worlds": {W, ...}, "ranks": {R, ...}}} of the shards under a step folder."""
+    groups = {}
+    for folder, _, files in os.walk(step_dir):
+        where = os.path.relpath(folder, step_dir)
+        for name in files:
+            match = _SHARD.match(name)
+            if match:
+                group = groups.setdefault((where, match["kind"]), {"worlds": set(), "ranks": set()})
+                group["worlds"].add(int(match["world"]))
+                group["ranks"].add(int(match["rank"]))
+    return groups
+
+
+def check_step(step_dir, world_size):
+    """(whole, why not, made at another world size) for one global_step_N folder."""
+    groups = shard_groups(step_dir)
+    if not groups:
+        return False, "holds no model shards", False
+    for (where, kind), group in sorted(groups.items()):
+        label = kind if where == "." else f"{where}/{kind}"
+        if group["worlds"] != {world_size}:
+            made = ", ".join(str(w) for w in sorted(group["worlds"]))
+            return False, f"{label} was saved at world size {made}, this job runs at {world_size}", True
+        missing = sorted(set(range(world_size)) - group["ranks"])
+        if missing:
+            return False, f"{label} lacks rank(s) {', '.join(str(r) for r in missing)} of {world_size}", False
+    return True, "", False
+
+
+def newest_whole(checkpoint_dirs, world_size):
+    """The newest whole checkpoint over checkpoint_dirs (a job's and its earlier attempts'), at world_size.
+
+    Returns {"path", "step", "skipped": [(path, why), ...]}; raises CheckpointError when none is whole,
+    saying so plainly when the checkpoints were made at another world size (resume is refused then).
+    """
+    candidates, skipped = [], []
+    for directory in checkpoint_dirs:
+        if not os.path.isdir(directory):
+            continue
+        tracked = tracker_step(directory)
+        for name in os.listdir(directory):
+            match = _STEP.match(name)
+            if not match or not os.path.isdir(os.path.join(directory, name)):
+                continue
+            path, step = os.path.join(directory, name), int(match[1])
+            if tracked is None or step > tracked:
+                skipped.append((path, f"newer than {TRACKER} ({tracked}): its save did not finish"))
+            else:
+                candidates.append((step, path))
+    other_world = []
+    for step, path in sorted(candidates, reverse=True):
+        whole, why, mismatch = check_step(path, world_size)
+        if whole:
+            return {"path": path, "step": step, "skipped": skipped}
+        skipped.append((path, why))
+        if mismatch:
+            other_world.append(f"{os.path.basename(path)}: {why}")
+    if other_world:
+        raise CheckpointError(f"no checkpoint at world size {world_size} to resume from ({other_world[0]}); "
+                              "resume refused: run with the world size it was saved at")
+    if not skipped:
+        raise CheckpointError(f"no checkpoint to resume from in {', '.join(checkpoint_dirs)}")
+    path, why = skipped[0]
+    raise CheckpointError(f"no whole checkpoint to resume from ({os.path.basename(path)} {why})")

@@ -1,0 +1,69 @@
+"""module_utils/checkpoints.py: the newest whole checkpoint, on folders laid out as verl 0.9.1 saves them."""
+
+import checkpoints as ck
+import pytest
+
+
+def save(root, step, world=2, ranks=None, sub="", kinds=("model", "optim", "extra_state"), track=True):
+    """A global_step_<step> folder as verl writes it (then the tracker, unless the save was cut short)."""
+    folder = root / f"global_step_{step}" / sub if sub else root / f"global_step_{step}"
+    folder.mkdir(parents=True, exist_ok=True)
+    for kind in kinds:
+        for rank in range(world) if ranks is None else ranks:
+            (folder / f"{kind}_world_size_{world}_rank_{rank}.pt").write_bytes(b"x")
+    (root / f"global_step_{step}" / "data_0.pt").write_bytes(b"d")
+    if track:
+        (root / ck.TRACKER).write_text(str(step))
+
+
+def test_the_newest_whole_step_wins(tmp_path):
+    save(tmp_path, 1)
+    save(tmp_path, 2)
+    found = ck.newest_whole([str(tmp_path)], 2)
+    assert found["step"] == 2 and found["path"] == str(tmp_path / "global_step_2") and found["skipped"] == []
+
+
+def test_a_step_missing_a_shard_is_skipped(tmp_path):
+    save(tmp_path, 2)
+    save(tmp_path, 3, ranks=[0])  # rank 1's files never arrived (the node died), yet the tracker says 3
+    found = ck.newest_whole([str(tmp_path)], 2)
+    assert found["step"] == 2 and "lacks rank(s) 1 of 2" in found["skipped"][0][1]
+
+
+def test_a_step_newer_than_the_tracker_is_an_unfinished_save(tmp_path):
+    save(tmp_path, 2)
+    save(tmp_path, 3, track=False)
+    found = ck.newest_whole([str(tmp_path)], 2)
+    assert found["step"] == 2 and "its save did not finish" in found["skipped"][0][1]
+
+
+def test_actor_and_critic_shards_must_all_be_there(tmp_path):
+    save(tmp_path, 4, sub="actor")
+    save(tmp_path, 4, sub="critic", ranks=[1])
+    save(tmp_path, 2, sub="actor")
+    save(tmp_path, 2, sub="critic")
+    (tmp_path / ck.TRACKER).write_text("4")
+    found = ck.newest_whole([str(tmp_path)], 2)
+    assert found["step"] == 2 and "critic/extra_state lacks rank(s) 0 of 2" in found["skipped"][0][1]
+
+
+def test_the_newest_over_a_job_and_its_attempts(tmp_path):
+    first, retry = tmp_path / "a", tmp_path / "b"
+    save(first, 2)
+    save(retry, 5)
+    assert ck.newest_whole([str(first), str(retry)], 2)["path"] == str(retry / "global_step_5")
+
+
+def test_another_world_size_is_refused_with_a_message_that_says_so(tmp_path):
+    save(tmp_path, 2, world=4)
+    with pytest.raises(ck.CheckpointError, match=r"no checkpoint at world size 2 .*saved at world size 4, this job "
+                                                 r"runs at 2\); resume refused"):
+        ck.newest_whole([str(tmp_path)], 2)
+
+
+def test_nothing_to_resume_from(tmp_path):
+    with pytest.raises(ck.CheckpointError, match="no checkpoint to resume from in"):
+        ck.newest_whole([str(tmp_path / "none")], 2)
+    save(tmp_path, 1, ranks=[1])
+    with pytest.raises(ck.CheckpointError, match=r"no whole checkpoint to resume from \(global_step_1 .*lacks rank"):
+        ck.newest_whole([str(tmp_path)], 2)
