@@ -1,0 +1,93 @@
+"""Checkpoint-aware retries on the lab (issue 13 §3): a verl SFT job whose node dies mid-run is resumed as a
+linked attempt from its newest whole checkpoint, automatically (retries) and by hand (job.yml -e do=resume)."""
+
+import json
+import os
+import threading
+import time
+
+import pytest
+import ray_cluster
+from conftest import IPS, RECORDS, TOKEN, new_id, nodes, playbook, ssh, wait_for
+
+pytestmark = pytest.mark.usefixtures("cluster_up")
+
+# save_freq 1: a checkpoint per step; enough steps that the node dies mid-run.
+SFT = ["-e", "spec=sft", "-e", "save_freq=1", "-e", "total_training_steps=8"]
+
+
+def status(sid):
+    with open(os.path.join(RECORDS, sid, "status.json"), encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def tracked_step(sid):
+    try:
+        with open(os.path.join(RECORDS, sid, "checkpoints", "latest_checkpointed_iteration.txt")) as handle:
+            return int(handle.read().strip() or 0)
+    except (OSError, ValueError):
+        return 0
+
+
+def kill_the_driver_node_after_step(sid, step):
+    """Once the job has saved `step`, kill the raylet of the node its driver runs on; returns that host."""
+    wait_for(lambda: tracked_step(sid) >= step, 600, f"{sid} to save global_step_{step}")
+    ray_cluster.prepare_client_env(TOKEN)
+    client = ray_cluster.job_client("http://198.18.0.10:8265", ray_cluster.read_token(TOKEN))
+    driver = client.get_job_info(sid).driver_node_id
+    ip = next(n["node_ip"] for n in nodes() if n["node_id"] == driver)
+    host = next(h for h, i in IPS.items() if i == ip)
+    ssh(host, "kill -9 $(pgrep -x raylet)")
+    return host
+
+
+def test_a_job_whose_node_dies_is_retried_from_its_newest_whole_checkpoint():
+    sid = new_id("retry")
+    runs = []
+    thread = threading.Thread(target=lambda: runs.append(playbook(
+        "submit.yml", *SFT, "-e", f"submission_id={sid}", "-e", "retries.max=1", "-e", "wait=true")))
+    thread.start()
+    try:
+        wait_for(lambda: os.path.isdir(os.path.join(RECORDS, sid)), 120, f"{sid}'s record")
+        kill_the_driver_node_after_step(sid, 2)
+    finally:
+        thread.join(timeout=1500)
+    [run] = runs
+    assert run.rc == 0, run
+    first, attempt = status(sid), status(f"{sid}-r1")
+    assert first["state"] == "FAILED" and first["diagnosis"]["kind"] == "node_died", first
+    assert first["attempts"] == [f"{sid}-r1"] and "attempt 1 of 1" in run.out
+    assert attempt["state"] == "SUCCEEDED" and attempt["attempt_of"] == sid and attempt["steps"] == 8, attempt
+    resumed = attempt["resumed_from"]
+    assert resumed["step"] >= 2 and resumed["path"] == f"/private/jobs/{sid}/checkpoints/global_step_{resumed['step']}"
+    with open(os.path.join(RECORDS, f"{sid}-r1", "logs", "driver.log"), encoding="utf-8") as handle:
+        log = handle.read()
+    assert f"step:{resumed['step'] + 1} " in log and "step:1 " not in log
+    assert playbook("up.yml").rc == 0  # the killed worker rejoins
+
+
+def test_do_resume_skips_a_half_written_checkpoint():
+    sid = new_id("resume")
+    runs = []
+    thread = threading.Thread(target=lambda: runs.append(playbook(
+        "submit.yml", *SFT, "-e", f"submission_id={sid}", "-e", "wait=true")))
+    thread.start()
+    try:
+        wait_for(lambda: os.path.isdir(os.path.join(RECORDS, sid)), 120, f"{sid}'s record")
+        kill_the_driver_node_after_step(sid, 3)
+    finally:
+        thread.join(timeout=1500)
+    assert runs[0].rc != 0 and status(sid)["state"] == "FAILED", runs[0]  # no retries: the job just failed
+    newest = tracked_step(sid)
+    # The newest checkpoint loses a shard, as when a node dies while saving: it must be skipped.
+    shard = os.path.join(RECORDS, sid, "checkpoints", f"global_step_{newest}", "model_world_size_1_rank_0.pt")
+    os.unlink(shard)
+    assert playbook("up.yml").rc == 0
+    started = time.monotonic()
+    run = playbook("job.yml", "-e", f"id={sid}", "-e", "do=resume")
+    assert run.rc == 0, run
+    attempt = status(f"{sid}-r1")
+    assert attempt["state"] == "SUCCEEDED" and attempt["resumed_from"]["step"] == newest - 1, attempt
+    assert any(f"global_step_{newest}: model lacks rank(s) 0 of 1" in s for s in attempt["resumed_from"]["skipped"])
+    assert status(sid)["attempts"] == [f"{sid}-r1"]
+    print(f"resumed {sid} from step {newest - 1} in {time.monotonic() - started:.0f}s")
