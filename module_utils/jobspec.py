@@ -145,7 +145,7 @@ SPEC_FIELDS = (
           "Lists from site defaults, the spec and -e are concatenated in that order.",
           default=[], item=Field("", "str", pattern=_OVERRIDE)),
     Field("reward_fn_path", "path", "Python file with a custom reward function "
-          "(custom_reward_function.path; ppo and grpo).", nullable=True),
+          "(reward.custom_reward_function.path; ppo and grpo).", nullable=True),
     Field("project_name", "str", "trainer.project_name.", default="verl-ray", pattern=conventions.ID_RULE),
     Field("experiment_name", "str", "trainer.experiment_name; default the submission id.",
           pattern=conventions.ID_RULE),

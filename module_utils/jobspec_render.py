@@ -70,7 +70,9 @@ def _trainer_args(spec, rc, resume_path=None):
                 ("trainer.experiment_name", spec.experiment_name),
                 ("trainer.logger", loggers)]
     if spec.workload != "sft":
-        settings.append(("custom_reward_function.path", spec.reward_fn_path))
+        # verl 0.9.1 reads reward.custom_reward_function; the top-level legacy key is only migrated by a
+        # path its v1 trainer skips, so a reward function set there would be silently ignored.
+        settings.append(("reward.custom_reward_function.path", spec.reward_fn_path))
     if resume_path:
         settings += [("trainer.resume_mode", "resume_path"), ("trainer.resume_from_path", resume_path)]
     args = [f"{key}={_hydra_value(value)}" for key, value in settings if value is not None]

@@ -359,7 +359,7 @@ def test_ppo_entrypoint():
                      f"critic.model.path={MODEL}", *trainer_common(spec)]:
         assert expected in args
     assert args[-2:] == ["actor_rollout_ref.rollout.name=vllm", "trainer.save_freq=99"]
-    assert not any(a.startswith(("data.val_files=", "trainer.total_", "custom_reward_function"))
+    assert not any(a.startswith(("data.val_files=", "trainer.total_", "reward.custom_reward_function"))
                    for a in args)
 
 
@@ -374,7 +374,7 @@ def test_grpo_entrypoint():
                      f"data.val_files=['{TRAIN}','/private/datasets/val.parquet']",
                      "trainer.save_freq=5", "trainer.nnodes=2", "trainer.n_gpus_per_node=4",
                      "trainer.total_training_steps=29", "trainer.total_epochs=1",
-                     "custom_reward_function.path=/private/user/code/reward.py",
+                     "reward.custom_reward_function.path=/private/user/code/reward.py",
                      "trainer.logger=['console','wandb']"]:
         assert expected in args
     assert not any(a.startswith("critic.") for a in args)
