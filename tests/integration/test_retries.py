@@ -13,7 +13,7 @@ from conftest import IPS, RECORDS, TOKEN, new_id, nodes, playbook, ssh, wait_for
 pytestmark = pytest.mark.usefixtures("cluster_up")
 
 # save_freq 1: a checkpoint per step; enough steps that the node dies mid-run.
-SFT = ["-e", "spec=sft", "-e", "save_freq=1", "-e", "total_training_steps=8"]
+SFT = ["-e", "spec=sft", "-e", "save_freq=1", "-e", "total_training_steps=12"]
 
 
 def status(sid):
@@ -57,7 +57,7 @@ def test_a_job_whose_node_dies_is_retried_from_its_newest_whole_checkpoint():
     first, attempt = status(sid), status(f"{sid}-r1")
     assert first["state"] == "FAILED" and first["diagnosis"]["kind"] == "node_died", first
     assert first["attempts"] == [f"{sid}-r1"] and "attempt 1 of 1" in run.out
-    assert attempt["state"] == "SUCCEEDED" and attempt["attempt_of"] == sid and attempt["steps"] == 8, attempt
+    assert attempt["state"] == "SUCCEEDED" and attempt["attempt_of"] == sid and attempt["steps"] == 12, attempt
     resumed = attempt["resumed_from"]
     assert resumed["step"] >= 2 and resumed["path"] == f"/private/jobs/{sid}/checkpoints/global_step_{resumed['step']}"
     with open(os.path.join(RECORDS, f"{sid}-r1", "logs", "driver.log"), encoding="utf-8") as handle:
