@@ -52,14 +52,13 @@ def test_sft_trains_on_the_lab_and_resumes_from_its_checkpoint():
     print(f"SFT {first}: {st['phases']}, loss {st['first_loss']} -> {st['last_loss']}")
 
     resumed = new_id("sft-resume")
-    step2 = f"/private/jobs/{first}/checkpoints/global_step_2"
     run = playbook("submit.yml", "-e", "spec=sft", "-e", f"submission_id={resumed}", "-e", "wait=true",
-                   "-e", "total_training_steps=4",
-                   "-e", json.dumps({"overrides": ["trainer.resume_mode=resume_path",
-                                                   f"trainer.resume_from_path={step2}"]}))
+                   "-e", "total_training_steps=4", "-e", f"resume_from={first}")
     assert run.rc == 0, run
     st = status(resumed)
     assert st["state"] == "SUCCEEDED" and st["steps"] == 4, st
+    assert st["resumed_from"]["path"] == f"/private/jobs/{first}/checkpoints/global_step_2" and st["attempt_of"] == first
+    assert status(first)["attempts"] == [resumed]
     log = driver_log(resumed)
     assert "step:3 " in log and "step:1 " not in log
     assert os.path.isdir(os.path.join(RECORDS, resumed, "checkpoints", "global_step_4"))
