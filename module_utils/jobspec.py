@@ -136,6 +136,14 @@ SPEC_FIELDS = (
         Field("on", "list", "Failure kinds (the record's diagnosis) that are retried.",
               default=["node_died", "head_restarted", "nccl_gloo"], item=Field("", "str", choices=RETRYABLE)),
     )),
+    Field("debug", "object", "Ray's debugger (debugpy) for the job's tasks and actors: it listens on the node's "
+          "cluster address, never 0.0.0.0; attach with VS Code's Ray Distributed Debugger.", fields=(
+        Field("breakpoints", "bool", "breakpoint() in a task or actor waits for a debugger (RAY_DEBUG=1). Off: "
+              "RAY_DEBUG=0, so a breakpoint() left in code never holds a job.", default=False),
+        Field("post_mortem", "bool", "A task or actor that raises waits for a debugger instead of failing "
+              "(RAY_DEBUG_POST_MORTEM=1): the job runs on until it is stopped or reaches max_run_s.",
+              default=False),
+    )),
     Field("resume_from", "str", "Submission id of an earlier job (of the same spec) whose newest whole checkpoint, "
           "over its record and its attempts', this job resumes from; set by retries and job.yml do=resume.",
           pattern=conventions.ID_RULE, nullable=True),
@@ -353,6 +361,12 @@ class Retries:
 
 
 @dataclasses.dataclass(frozen=True)
+class Debug:
+    breakpoints: bool
+    post_mortem: bool
+
+
+@dataclasses.dataclass(frozen=True)
 class JobSpec:
     """A resolved, valid JobSpec. Build it with resolve() or from_dict(), not directly."""
 
@@ -375,6 +389,7 @@ class JobSpec:
     total_epochs: int | None
     timeouts: Timeouts
     retries: Retries
+    debug: Debug
     resume_from: str | None
     env: dict
     overrides: list
@@ -426,7 +441,8 @@ def _finish(name, data):
         raise JobSpecError("checkpoint_dir", f"must be inside shared_root {v['shared_root']}",
                            v["checkpoint_dir"])
     return JobSpec(name=name, **{**v, "resources": Resources(**v["resources"]),
-                                 "timeouts": Timeouts(**v["timeouts"]), "retries": Retries(**v["retries"])})
+                                 "timeouts": Timeouts(**v["timeouts"]), "retries": Retries(**v["retries"]),
+                                 "debug": Debug(**v["debug"])})
 
 
 def attempt_layer(spec, submission_id, resume_from):

@@ -33,6 +33,12 @@ def render_runtime_env(spec, ray_config) -> dict:
     if spec.workload == "sft":
         # sft_trainer_ray calls ray.init() itself; "auto" joins the cluster the job runs in.
         env_vars["RAY_ADDRESS"] = "auto"
+    # Ray's default (RAY_DEBUG=1) would let a breakpoint() left in code hold a multi-day job waiting for a
+    # debugger; only a job that asks gets one. debugpy listens on the node's own address (Ray's choice).
+    wants_debugger = spec.debug.breakpoints or spec.debug.post_mortem
+    env_vars["RAY_DEBUG"] = "1" if wants_debugger else "0"
+    if spec.debug.post_mortem:
+        env_vars["RAY_DEBUG_POST_MORTEM"] = "1"
     env_vars.update(spec.env)
     # The share's user/code is writable by its users: a sitecustomize.py there would run in every job (as
     # root) and in the head's preflight. Only a job that asks for it gets it.

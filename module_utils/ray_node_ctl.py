@@ -41,6 +41,11 @@ def start_command(ray_bin, role, node_ip, gcs_port, head_ip=None, dashboard_host
         raise ValueError(f"role must be head or worker, got {role!r}")
     if resources:
         argv.append("--resources={}".format(json.dumps(resources, sort_keys=True, separators=(",", ":"))))
+    for arg in extra_args:
+        if str(arg).split("=")[0] == "--ray-debugger-external":
+            # It makes Ray's legacy debugger listen on 0.0.0.0: anyone who reaches the node could attach.
+            raise ValueError("extra_args: --ray-debugger-external would open the debugger on every interface; "
+                             "jobs get debugpy on the node's cluster address instead (JobSpec debug)")
     argv += list(extra_args)
     return argv
 

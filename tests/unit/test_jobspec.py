@@ -239,6 +239,7 @@ def test_defaults():
         "save_freq": 10, "total_training_steps": None, "total_epochs": None,
         "timeouts": {"pending_s": 600, "max_run_s": None},
         "retries": {"max": 0, "on": ["node_died", "head_restarted", "nccl_gloo"]}, "resume_from": None,
+        "debug": {"breakpoints": False, "post_mortem": False},
         "env": {}, "overrides": [],
         "reward_fn_path": None, "project_name": "verl-ray", "experiment_name": sid, "metadata": {}}
 
@@ -401,7 +402,7 @@ def test_runtime_env_pythonpath_and_env_precedence():
     runtime_env = jobspec_render.render_runtime_env(spec, rc)
     assert runtime_env == {
         "config": {"setup_timeout_seconds": 60},
-        "env_vars": {"HF_HUB_OFFLINE": "1", "A": "job",
+        "env_vars": {"HF_HUB_OFFLINE": "1", "A": "job", "RAY_DEBUG": "0",
                      "PYTHONPATH": "/private/common/code/verl/v1:/private/user/code"}}
     no_code = jobspec_render.render_runtime_env(run({**PPO, "env": {"PYTHONPATH": "/opt/extra"}}, cli={
         "user_code": True}), rc)
@@ -529,3 +530,14 @@ def test_user_code_is_opt_in_for_the_job_and_its_preflight():
     for bad in ("yes", 1, "true"):
         with pytest.raises(JobSpecError, match=r"^jobspec field 'user_code': must be true or false"):
             run({**SMOKE, "user_code": bad})
+
+
+def test_the_debugger_only_for_a_job_that_asks():
+    quiet = jobspec_render.render_runtime_env(run(SMOKE), RC)["env_vars"]
+    assert quiet["RAY_DEBUG"] == "0" and "RAY_DEBUG_POST_MORTEM" not in quiet  # a stray breakpoint() holds nothing
+    debug = jobspec_render.render_runtime_env(run(SMOKE, cli={"debug": {"post_mortem": True}}), RC)["env_vars"]
+    assert debug["RAY_DEBUG"] == "1" and debug["RAY_DEBUG_POST_MORTEM"] == "1"
+    stops = jobspec_render.render_runtime_env(run(SMOKE, cli={"debug": {"breakpoints": True}}), RC)["env_vars"]
+    assert stops["RAY_DEBUG"] == "1" and "RAY_DEBUG_POST_MORTEM" not in stops
+    with pytest.raises(jobspec.JobSpecError, match="jobspec field 'debug.post_mortem': must be true or false"):
+        run(SMOKE, cli={"debug": {"post_mortem": "yes"}})

@@ -196,7 +196,7 @@ def test_submit_writes_the_record_and_pins_the_driver_to_a_worker(ray, ray_confi
     assert status["submission_id"] == SID and status["timeouts"] == {"pending_s": 120, "max_run_s": 300}
     assert status["submitted_at"] == int(ray.clock.now * 1000)
     with open(os.path.join(rec, "config", "env_var_names.json"), encoding="utf-8") as handle:
-        assert json.load(handle) == ["PYTHONPATH", "WANDB_API_KEY"]
+        assert json.load(handle) == ["PYTHONPATH", "RAY_DEBUG", "WANDB_API_KEY"]
     with open(os.path.join(rec, "debug", "ray_status_pre.txt"), encoding="utf-8") as handle:
         pre = handle.read()
     assert "Autoscaler status" in pre and "worker 10.0.0.11 ALIVE" in pre

@@ -128,3 +128,9 @@ def test_process_environ_reads_a_processes_environment(tmp_path):
     (tmp_path / "42" / "environ").write_bytes(b"A=1\0B=x=y\0junk\0")
     assert ctl.process_environ(42, str(tmp_path)) == {"A": "1", "B": "x=y"}
     assert ctl.process_environ(7, str(tmp_path)) == {}
+
+
+def test_the_debugger_is_never_opened_on_every_interface():
+    with pytest.raises(ValueError, match="--ray-debugger-external would open the debugger on every interface"):
+        ctl.start_command("/v/bin/ray", "worker", "10.0.0.11", 6379, head_ip="10.0.0.10",
+                          extra_args=["--ray-debugger-external"])
