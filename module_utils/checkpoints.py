@@ -3,8 +3,8 @@
 verl saves <checkpoint_dir>/global_step_N/ (each sharded state as <kind>_world_size_W_rank_R.pt, in the
 step's folder or in its actor/ and critic/ sub-folders) and only then writes N into
 latest_checkpointed_iteration.txt. So a checkpoint is whole when the tracker has reached N and every kind
-of shard has every rank 0..W-1 at the world size the resuming job runs at. A step folder newer than the
-tracker is a save that did not finish. Standard library only: the module on the head imports it.
+of shard (every kind any of the job's checkpoints has) has every rank 0..W-1 at the world size the resuming
+job runs at. A step folder newer than the tracker is a save that did not finish. Standard library only: the module on the head imports it.
 """
 
 import os
@@ -43,13 +43,22 @@ def shard_groups(step_dir):
     return groups
 
 
-def check_step(step_dir, world_size):
-    """(whole, why not, made at another world size) for one global_step_N folder."""
+def _label(where, kind):
+    return kind if where == "." else f"{where}/{kind}"
+
+
+def check_step(step_dir, world_size, expected=()):
+    """(whole, why not, made at another world size) for one global_step_N folder.
+
+    expected: (sub-folder, kind) pairs the job's other checkpoints have; a step without one lost it."""
     groups = shard_groups(step_dir)
     if not groups:
         return False, "holds no model shards", False
+    lost = sorted(set(expected) - set(groups))
+    if lost:
+        return False, f"lacks {', '.join(_label(*key) for key in lost)} (the other checkpoints have it)", False
     for (where, kind), group in sorted(groups.items()):
-        label = kind if where == "." else f"{where}/{kind}"
+        label = _label(where, kind)
         if group["worlds"] != {world_size}:
             made = ", ".join(str(w) for w in sorted(group["worlds"]))
             return False, f"{label} was saved at world size {made}, this job runs at {world_size}", True
@@ -79,9 +88,11 @@ def newest_whole(checkpoint_dirs, world_size):
                 skipped.append((path, f"newer than {TRACKER} ({tracked}): its save did not finish"))
             else:
                 candidates.append((step, path))
+    # A kind of shard deleted whole (one rank at world size 1) shows only against the other checkpoints.
+    expected = set().union(*(shard_groups(path) for _, path in candidates)) if candidates else set()
     other_world = []
     for step, path in sorted(candidates, reverse=True):
-        whole, why, mismatch = check_step(path, world_size)
+        whole, why, mismatch = check_step(path, world_size, expected)
         if whole:
             return {"path": path, "step": step, "skipped": skipped}
         skipped.append((path, why))

@@ -33,7 +33,7 @@ SIGNATURES = (
                    r"ProcessGroupNCCL.*(timed out|Timeout)", r"Gloo.*(Connection refused|timed out)"),
      "collectives could not connect: run doctor.yml, check NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME and firewalls"),
     ("node_died", (r"has been marked dead", r"NodeDiedError", r"The actor died unexpectedly",
-                   r"ActorDiedError", r"JOB_SUPERVISOR_ACTOR_DIED", r"raylet (died|exited)",
+                   r"ActorDiedError", r"JOB_SUPERVISOR_ACTOR_DIED", r"raylet (died|exited)", r"Raylet is terminated",
                    r"node .* (was|is) dead"),
      ("a node (or a worker process on it) died: check the node (ray status, dmesg); the job can resume from its "
      "last whole checkpoint")),

@@ -35,8 +35,9 @@ def test_post_mortem_waits_for_a_debugger_and_stop_ends_the_job():
     with open(os.path.join(ROOT, ".lab", "private", "user", "postmortem_probe.py"), "w", encoding="utf-8") as handle:
         handle.write(PROBE)
     sid = new_id("debug")
+    python = os.path.join(ROOT, ".venv-verl", "bin", "python")  # the nodes' Ray Python (the lab's ray_python)
     run = playbook("submit.yml", "-e", "spec=smoke", "-e", "workload=command", "-e", f"submission_id={sid}",
-                   "-e", 'entrypoint="python /private/user/postmortem_probe.py"', "-e", "debug.post_mortem=true")
+                   "-e", f'entrypoint="{python} /private/user/postmortem_probe.py"', "-e", "debug.post_mortem=true")
     assert run.rc == 0, run
     waiting = wait_for(lambda: "Waiting for debugger to attach" in logs(sid) and logs(sid), 120,
                        f"{sid}'s task to wait for a debugger")

@@ -67,3 +67,11 @@ def test_nothing_to_resume_from(tmp_path):
     save(tmp_path, 1, ranks=[1])
     with pytest.raises(ck.CheckpointError, match=r"no whole checkpoint to resume from \(global_step_1 .*lacks rank"):
         ck.newest_whole([str(tmp_path)], 2)
+
+
+def test_a_kind_of_shard_lost_whole_is_noticed_against_the_other_checkpoints(tmp_path):
+    save(tmp_path, 2, world=1)
+    save(tmp_path, 3, world=1)
+    (tmp_path / "global_step_3" / "model_world_size_1_rank_0.pt").unlink()  # world size 1: the kind is gone
+    found = ck.newest_whole([str(tmp_path)], 1)
+    assert found["step"] == 2 and found["skipped"][0][1] == "lacks model (the other checkpoints have it)"

@@ -67,3 +67,9 @@ def test_the_log_is_the_evidence_when_rays_message_repeats_it():
     line = "ModuleNotFoundError: No module named 'x'"
     found = diagnosis.classify([("logs/driver.log", line + "\n")], {"message": "exit code 1, last logs:\n" + line})
     assert found["evidence"] == {"file": "logs/driver.log", "line": line}
+
+
+def test_a_raylet_killed_under_a_job_is_a_dead_node():
+    line = ("\x1b[33m(raylet)\x1b[0m Raylet is terminated. Termination is unexpected. Possible reasons include: "
+            "(1) SIGKILL by the user or system OOM killer")
+    assert diagnosis.classify([("logs/driver.log", "Epoch 2/4:   0%|\n" + line + "\n")])["kind"] == "node_died"
