@@ -286,14 +286,21 @@ class Job:
         self.write_json(self.rec["status"], status)
 
     def refresh_log(self):
+        """The driver log: Ray's, written into the record; when Ray has none (the driver's node died, the head
+        forgot the job), what the record kept, which is never replaced by nothing."""
         try:
             text = self.client.get_job_logs(self.sid)
         except Exception:  # noqa: BLE001 - logs are best effort while a job starts
-            return ""
-        if text or os.path.exists(self.rec["driver_log"]):
+            text = ""
+        if text:
             self.write_text(self.rec["driver_log"], self.redact(text))
             self.write_metrics(text)
-        return text
+            return text
+        try:
+            with open(self.rec["driver_log"], encoding="utf-8", errors="replace") as handle:
+                return handle.read()
+        except OSError:
+            return ""
 
     def write_metrics(self, log_text):
         """verl's per-step metrics so far: metrics.jsonl and metrics.svg in the record (issue 11)."""

@@ -184,3 +184,21 @@ def test_a_completed_record_keeps_the_pending_timeout_from_rays_submit_time(ray,
     ray.clock.now += 200  # past pending_s (120) since Ray accepted it
     code, out = run(capsys, action="wait", submission_id=SID, ray_config=ray_config, poll_s=5)
     assert code == 0 and out["done"] and ray.stopped == [SID] and status_json(ray_config)["reason"] == "PENDING_TIMEOUT"
+
+
+def test_a_kept_driver_log_is_never_replaced_by_nothing_and_still_diagnoses(ray, ray_config, capsys):  # noqa: F811
+    submitted(capsys, ray, ray_config)
+    ray.set(SID, "RUNNING", driver_node_id="n-w1", start_time=int(ray.clock.now * 1000))
+    ray.logs[SID] = "step:3 - train/loss:5.0\n(raylet) Raylet is terminated. Termination is unexpected.\n"
+    code, out = run(capsys, action="status", submission_id=SID, ray_config=ray_config)
+    kept = os.path.join(record(ray_config), "logs", "driver.log")
+    with open(kept, encoding="utf-8") as handle:
+        before = handle.read()
+    ray.logs[SID] = ""  # the driver's node died: Ray has no log for the job any more
+    ray.set(SID, "FAILED", driver_exit_code=1, end_time=int(ray.clock.now * 1000) + 5,
+            message="Job entrypoint command failed with exit code 1")
+    code, out = run(capsys, action="wait", submission_id=SID, ray_config=ray_config)
+    assert code == 0 and out["state"] == "FAILED"
+    with open(kept, encoding="utf-8") as handle:
+        assert handle.read() == before and "Raylet is terminated" in before
+    assert status_json(ray_config)["diagnosis"]["kind"] == "node_died"
