@@ -76,6 +76,7 @@ def test_do_resume_skips_a_half_written_checkpoint():
     sid = new_id("resume")
     run = submit_and_kill_after_step(sid, 3)
     assert run.rc != 0 and status(sid)["state"] == "FAILED", run  # no retries: the job just failed
+    assert status(sid)["diagnosis"]["kind"] == "node_died", status(sid)["diagnosis"]
     newest = tracked_step(sid)
     # The newest checkpoint loses a shard, as when a node dies while saving: it must be skipped.
     shard = os.path.join(RECORDS, sid, "checkpoints", f"global_step_{newest}", "model_world_size_1_rank_0.pt")
