@@ -26,6 +26,8 @@ from ansible.module_utils import redaction  # isort: skip
 display = Display()
 
 POLL_S = 20
+# Reasons ray_job itself stops a job for (its spec's timeouts, a person): never retried.
+OWN_STOPS = ("DEADLINE_EXCEEDED", "PENDING_TIMEOUT", "STOPPED_BY_USER")
 # A poll that cannot reach the head is retried this many times in a row before the run fails.
 CONNECTION_RETRIES = 3
 
@@ -182,17 +184,25 @@ class ActionModule(ActionBase):
             status = last.get("status") or {}
             policy = status.get("retries") or {}
             kind = (status.get("diagnosis") or {}).get("kind")
-            used = status.get("attempt", 0)
-            if kind not in (policy.get("on") or []) or used >= policy.get("max", 0):
+            # A run stopped for its own time limits is not retried: each attempt would get a fresh max_run_s.
+            if kind not in (policy.get("on") or []) or status.get("reason") in OWN_STOPS:
                 break
-            self._show(f"{last['submission_id']}: failed ({kind}): attempt {used + 1} of {policy['max']}, "
-                       "resuming from the newest whole checkpoint")
-            last = self._resume(module, last["submission_id"], spec, ray_config, poll_s)
+            planned = module(action="attempt", submission_id=last["submission_id"])
+            newest = planned.get("newest")
+            if newest and newest != last["submission_id"]:
+                # Retried before (an earlier run of this command): follow the newest attempt, start none.
+                last = self._follow(module, newest, None, poll_s)
+                continue
+            if planned.get("failed") or planned.get("attempts_made", 0) >= policy.get("max", 0):
+                break
+            self._show(f"{last['submission_id']}: failed ({kind}): attempt {planned['attempts_made'] + 1} of "
+                       f"{policy['max']}, resuming from the newest whole checkpoint")
+            last = self._resume(module, last["submission_id"], spec, ray_config, poll_s, planned)
         return last
 
-    def _resume(self, module, submission_id, spec, ray_config, poll_s):
+    def _resume(self, module, submission_id, spec, ray_config, poll_s, planned=None):
         """Submit the next attempt resuming submission_id (from its newest whole checkpoint), and follow it."""
-        planned = module(action="attempt", submission_id=submission_id)
+        planned = planned or module(action="attempt", submission_id=submission_id)
         if planned.get("failed"):
             return planned
         extra = json.loads(json.dumps(dict(load_extra_vars(self._loader))))
@@ -206,9 +216,13 @@ class ActionModule(ActionBase):
         submitted = module(action="submit", spec=attempt.to_dict(), preflight=False)
         if submitted.get("failed") or self._task.check_mode:
             return submitted
+        if submitted.get("existed"):
+            return {"failed": True, "msg": f"{attempt.submission_id} exists already: its record was not linked "
+                    f"to {planned.get('root')}; look at it with job.yml -e id={attempt.submission_id}"}
         resumed = submitted.get("resumed_from") or {}
-        self._show(f"{attempt.submission_id}: submitted, resuming {submission_id} from "
-                   f"{resumed.get('path')} (step {resumed.get('step')})")
+        where = (f"{resumed['path']} (step {resumed.get('step')})" if resumed.get("path")
+                 else "the start (it saved no checkpoint)")
+        self._show(f"{attempt.submission_id}: submitted, resuming {submission_id} from {where}")
         return self._follow(module, attempt.submission_id, attempt.output_dir, poll_s)
 
     def _with_site_secret_names(self, ray_config):

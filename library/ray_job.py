@@ -40,6 +40,7 @@ options:
     type: str
     choices: [submit, wait, status, stop, logs, reconcile, resume, attempt]
     default: submit
+    notes: resume is the action's only (it calls the module's attempt, then submit); attempt is the module's only.
   spec:
     description:
       - To the action, the name of a spec file (C(jobspecs/<spec>.yaml)); with O(extra_vars=true) it defaults to
@@ -460,7 +461,7 @@ def submit(module, config):
     job = Job(module, config, spec.submission_id, spec.output_dir)
     # The checkpoint an attempt resumes from is found here, on the head, where the shared root is.
     resume = resume_point(spec, config) if spec.resume_from and not job.status().get("submission_id") else None
-    resume_path = resume["path"] if resume else None
+    resume_path = resume["path"] if resume else None  # None also when there was no checkpoint yet
     runtime_env = render.render_runtime_env(spec, config)
     entrypoint = render.render_entrypoint(spec, config, resume_path)
     options = render.entrypoint_options(spec)
@@ -493,13 +494,16 @@ def submit(module, config):
         what = "record would be completed" if resuming else "would be submitted"
         return dict(job.result({"state": "NEW"}, f"{job.sid} {what}"), changed=True, existed=resuming, **shown)
     jr.create_exclusive(spec.output_dir)  # the loser of a race for this id waits on the lock below
-    with jr.record_lock(spec.output_dir):
-        # Whoever held the lock before may have submitted this id and written its status meanwhile.
-        if job.status().get("submission_id"):
-            return existing()
-        if resume:
-            link_attempt(config, resume["root"], job.sid)
-        return submit_locked(job, spec, config, job.info(), entrypoint, runtime_env, options, shown)
+    try:
+        with jr.record_lock(spec.output_dir):
+            # Whoever held the lock before may have submitted this id and written its status meanwhile.
+            if job.status().get("submission_id"):
+                return existing()
+            if resume:
+                link_attempt(config, resume["root"], job.sid)
+            return submit_locked(job, spec, config, job.info(), entrypoint, runtime_env, options, shown)
+    except jr.LockTimeout as exc:
+        raise Failed(f"{job.sid}: {exc}") from None
 
 
 def chain(config, sid):
@@ -517,6 +521,10 @@ def resume_point(spec, config):
     if not os.path.isdir(conventions.job_dir(config.shared_root, spec.resume_from)):
         raise Failed(f"jobspec field 'resume_from': no job record at "
                      f"{conventions.job_dir(config.shared_root, spec.resume_from)}")
+    resumed = jr.read_json(jr.paths(conventions.job_dir(config.shared_root, spec.resume_from))["status"])
+    if not (isinstance(resumed, dict) and resumed.get("final")):
+        state = resumed.get("state") if isinstance(resumed, dict) else None
+        raise Failed(f"jobspec field 'resume_from': {spec.resume_from} has not ended ({state}): stop it first")
     root, linked = chain(config, spec.resume_from)
     dirs = []
     for sid in linked:
@@ -530,6 +538,9 @@ def resume_point(spec, config):
     world = spec.resources.nnodes * max(spec.resources.n_gpus_per_node, 1)
     try:
         found = ck.newest_whole(dirs, world)
+    except ck.NoCheckpoint:
+        # It died before its first save (a collective that never connected): the attempt starts over.
+        return {"root": root, "submission_id": spec.resume_from, "path": None, "step": None, "skipped": []}
     except ck.CheckpointError as exc:
         raise Failed(f"jobspec field 'resume_from': {exc}") from None
     return {"root": root, "submission_id": spec.resume_from, "path": found["path"], "step": found["step"],
@@ -668,6 +679,9 @@ def follow(module, job):
     while True:
         info = job.info()
         if info is None:
+            if status.get("rebuilt"):  # no status.json to say it was submitted: never finalised from a guess
+                raise Failed(f"{job.sid}: Ray does not know this job and its status.json is lost; the record is "
+                             "unchanged", **job.result(status, f"{job.sid}: unknown to Ray"))
             status = job.forgotten(status)
             return job.result(status, final_line(job, status))
         summary = rc.job_summary(info)
@@ -710,7 +724,7 @@ def refresh(module, job):
     if not status.get("submission_id"):  # lost or unreadable: what the rest of the record says
         status = job.rebuilt_status()
     log = ""
-    if info is None and not status.get("final") and status.get("submission_id") and not module.check_mode:
+    if info is None and not status.get("final") and not status.get("rebuilt") and not module.check_mode:
         status = job.forgotten(status)
     if info is not None and not module.check_mode:
         if not status.get("final"):
@@ -738,20 +752,29 @@ def logs_action(module, job):
 
 
 def attempt_action(module, job):
-    """action=attempt: the id and spec of the next attempt resuming this job (nothing changes)."""
+    """action=attempt: the id and spec of the next attempt resuming this job (nothing changes).
+
+    Returns `newest`, the last linked attempt: when it is another job, the caller follows that one instead
+    (a re-run of a retried job must not start one more attempt)."""
     status, _ = refresh(module, job)
-    if not status.get("final") or status.get("state") == "SUCCEEDED":
-        why = "it succeeded" if status.get("state") == "SUCCEEDED" else "it has not ended (stop it first)"
-        raise Failed(f"{job.sid}: {status.get('state')}: nothing to resume, {why}", **job.result(status, ""))
     root, linked = chain(job.config, job.sid)
+    plan = {"root": root, "newest": linked[-1], "attempts_made": len(linked) - 1}
+    if linked[-1] != job.sid:
+        newest = jr.read_json(jr.paths(conventions.job_dir(job.config.shared_root, linked[-1]))["status"]) or {}
+        if not newest.get("final") or newest.get("state") == "SUCCEEDED":
+            raise Failed(f"{job.sid}: its attempt {linked[-1]} is {newest.get('state')}: follow that one "
+                         f"(job.yml -e id={linked[-1]} -e do=wait)", **job.result(status, ""), **plan)
+    elif not status.get("final") or status.get("state") == "SUCCEEDED":
+        why = "it succeeded" if status.get("state") == "SUCCEEDED" else "it has not ended (stop it first)"
+        raise Failed(f"{job.sid}: {status.get('state')}: nothing to resume, {why}", **job.result(status, ""), **plan)
     next_id = f"{root}-r{len(linked)}"
     if not conventions.matches(conventions.ID_RULE, next_id):
         raise Failed(f"{job.sid}: the attempt's id {next_id!r} would not be {conventions.ID_RULE[1]}")
     spec = jr.read_json(job.rec["job_spec"])
     if not isinstance(spec, dict):
         raise Failed(f"{job.sid}: its record has no readable {job.rec['job_spec']}")
-    return dict(job.result(status, f"{job.sid}: the next attempt is {next_id}"), root=root, next_id=next_id,
-                job_spec=spec)
+    return dict(job.result(status, f"{job.sid}: the next attempt is {next_id}"), next_id=next_id, job_spec=spec,
+                **plan)
 
 
 ACTIONS = {"wait": follow, "stop": stop, "status": status_action, "logs": logs_action, "attempt": attempt_action}

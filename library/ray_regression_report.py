@@ -134,6 +134,15 @@ def main():
         record = conventions.job_dir(p["shared_root"], sid)
         files = jr.paths(record)
         status = jr.read_json(files["status"])
+        attempts = status.get("attempts") if isinstance(status, dict) else None
+        if attempts and conventions.matches(conventions.ID_RULE, attempts[-1]):
+            # Retried: the entry's outcome, log and metrics are its last attempt's (the first one's stay linked).
+            sid = attempts[-1]
+            record = conventions.job_dir(p["shared_root"], sid)
+            files = jr.paths(record)
+            status = jr.read_json(files["status"])
+            if isinstance(status, dict):
+                status = {**status, "attempts": attempts}
         if status is None and entry["name"] in p["errors"]:
             status = {"state": "FAILED", "reason": "NOT_SUBMITTED", "message": str(p["errors"][entry["name"]])}
         try:

@@ -19,6 +19,10 @@ class CheckpointError(Exception):
     """No checkpoint to resume from; str() is one line saying why."""
 
 
+class NoCheckpoint(CheckpointError):
+    """Not a single step folder: the job never saved (an attempt then starts from the beginning)."""
+
+
 def tracker_step(checkpoint_dir):
     """The step latest_checkpointed_iteration.txt names, or None (no file, or not a number)."""
     try:
@@ -102,6 +106,6 @@ def newest_whole(checkpoint_dirs, world_size):
         raise CheckpointError(f"no checkpoint at world size {world_size} to resume from ({other_world[0]}); "
                               "resume refused: run with the world size it was saved at")
     if not skipped:
-        raise CheckpointError(f"no checkpoint to resume from in {', '.join(checkpoint_dirs)}")
+        raise NoCheckpoint(f"no checkpoint to resume from in {', '.join(checkpoint_dirs)}")
     path, why = skipped[0]
     raise CheckpointError(f"no whole checkpoint to resume from ({os.path.basename(path)} {why})")

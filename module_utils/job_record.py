@@ -67,14 +67,29 @@ def ensure_layout(output_dir):
     os.chmod(os.path.join(output_dir, "checkpoints"), 0o777)
 
 
+class LockTimeout(OSError):
+    """Another run held the record's lock for longer than we wait."""
+
+
 @contextlib.contextmanager
-def record_lock(output_dir):
+def record_lock(output_dir, timeout_s=120):
     """Hold the record's lock: runs of one submission id (a retry racing an interrupted one) go one at a time.
 
-    flock on a file inside the record; on NFS the kernel maps it to a lock the server arbitrates."""
+    flock on a file inside the record; on NFS the kernel maps it to a lock the server arbitrates. A run that
+    hangs while holding it (a dashboard that never answers) makes the next one fail after timeout_s, saying so."""
     fd = os.open(os.path.join(output_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise LockTimeout(f"another run of {os.path.basename(output_dir)} has held its record's lock "
+                                      f"for {timeout_s}s; is it stuck? (the lock is {LOCK_FILE} in the record)") \
+                        from None
+                time.sleep(0.2)
         yield
     finally:
         os.close(fd)

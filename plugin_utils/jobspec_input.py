@@ -294,6 +294,8 @@ def shown_entries(entries, secret_names):
             if key.startswith("env.") and redaction.is_secret_name(key[4:], secret_names):
                 overrides[key] = redaction.REDACTED
             else:
-                overrides[key] = redaction.redact(value, secret_names) if key == "env" else value
+                # env may also be JSON text (coerced later): shown whole as redacted, it hides what it holds.
+                overrides[key] = (value if key != "env" else redaction.redact(value, secret_names)
+                                  if isinstance(value, dict) else redaction.REDACTED)
         shown.append({**entry, "overrides": overrides})
     return shown

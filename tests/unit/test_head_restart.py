@@ -88,3 +88,13 @@ def test_reconcile_without_open_records_does_not_ask_ray(ray, ray_config, capsys
 def status_of(ray_config, sid=SID):  # noqa: F811
     with open(os.path.join(record(ray_config, sid), "status.json"), encoding="utf-8") as handle:
         return json.load(handle)
+
+
+def test_a_rebuilt_record_is_never_finalised_from_a_guess(ray, ray_config, capsys, monkeypatch):  # noqa: F811
+    submit_then_restart(capsys, ray, ray_config, monkeypatch)
+    os.unlink(os.path.join(record(ray_config), "status.json"))  # lost: nothing says it was ever submitted
+    before = files(record(ray_config))
+    code, out = run(capsys, action="wait", submission_id=SID, ray_config=ray_config)
+    assert code == 1 and "status.json is lost; the record is unchanged" in out["msg"]
+    code, out = run(capsys, action="status", submission_id=SID, ray_config=ray_config)
+    assert code == 0 and files(record(ray_config)) == before and not out["done"]

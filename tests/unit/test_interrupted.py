@@ -114,8 +114,10 @@ def test_an_interrupted_submit_in_check_mode_changes_nothing(ray, ray_config, ca
     assert code == 0 and out["changed"] and ray.submitted == [] and os.listdir(record(ray_config)) == []
 
 
-def test_a_rerun_racing_an_unfinished_submit_waits_for_it_and_submits_nothing(ray, ray_config, capsys):  # noqa: F811
+def test_a_rerun_racing_an_unfinished_submit_waits_for_it_and_submits_nothing(ray, ray_config, capsys,  # noqa: F811
+                                                                              monkeypatch):
     # The other run of this id made the record and holds its lock; it submits and writes status.json only later.
+    monkeypatch.setattr(jr, "time", time)  # the lock's wait runs on the real clock, as the other thread does
     os.makedirs(record(ray_config))
     holding, sid = threading.Event(), SID
 
@@ -202,3 +204,12 @@ def test_a_kept_driver_log_is_never_replaced_by_nothing_and_still_diagnoses(ray,
     with open(kept, encoding="utf-8") as handle:
         assert handle.read() == before and "Raylet is terminated" in before
     assert status_json(ray_config)["diagnosis"]["kind"] == "node_died"
+
+
+def test_a_submit_stuck_holding_the_lock_makes_a_rerun_fail_in_one_line(ray, ray_config, capsys):  # noqa: F811
+    os.makedirs(record(ray_config))
+    with jr.record_lock(record(ray_config)):  # a run that hangs (the fake clock lets the wait run out at once)
+        code, out = run(capsys, spec=make_spec(ray_config), ray_config=ray_config)
+    assert code == 1 and "\n" not in out["msg"] and ray.submitted == []
+    assert out["msg"] == (f"{SID}: another run of {SID} has held its record's lock for 120s; is it stuck? "
+                          "(the lock is .submit.lock in the record)")

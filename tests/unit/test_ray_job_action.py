@@ -309,3 +309,35 @@ def test_a_checkpoint_of_another_world_size_is_refused_and_nothing_is_made(ray, 
     assert result["failed"] and "\n" not in result["msg"] and [a["action"] for a in sent] == ["attempt", "submit"]
     assert result["msg"].startswith("jobspec field 'resume_from': no checkpoint at world size 2 to resume from (global_step_2: ")
     assert "resume refused" in result["msg"] and not os.path.exists(os.path.join(jobs, "tr-1-r1"))
+
+
+def test_running_the_retried_command_again_follows_the_attempt_and_starts_none(ray, ray_config, capsys,  # noqa: F811
+                                                                              monkeypatch, tmp_path):
+    extra = {"spec": "sft", "submission_id": "tr-1", "env.WANDB_API_KEY": SECRET}
+    retry_run(ray, ray_config, capsys, monkeypatch, tmp_path, extra, {"extra_vars": True, "wait": True})
+    result, sent, _, _ = retry_run(ray, ray_config, capsys, monkeypatch, tmp_path, extra,
+                                   {"extra_vars": True, "wait": True})
+    assert result["state"] == "SUCCEEDED" and result["submission_id"] == "tr-1-r1"
+    assert [a["action"] for a in sent] == ["submit", "wait", "attempt", "wait"] and len(ray.submitted) == 2
+
+
+def test_a_job_that_never_saved_is_retried_from_the_start(ray, ray_config, capsys, monkeypatch,  # noqa: F811
+                                                          tmp_path):
+    real = save_checkpoint
+    monkeypatch.setattr(__import__(__name__), "save_checkpoint", lambda *a, **k: None)  # it dies before saving
+    extra = {"spec": "sft", "submission_id": "tr-1", "env.WANDB_API_KEY": SECRET}
+    result, _, shown, jobs = retry_run(ray, ray_config, capsys, monkeypatch, tmp_path, extra,
+                                       {"extra_vars": True, "wait": True})
+    monkeypatch.setattr(__import__(__name__), "save_checkpoint", real)
+    assert result["state"] == "SUCCEEDED" and result["submission_id"] == "tr-1-r1"
+    assert "resume_from_path" not in ray.submitted[1]["entrypoint"]
+    assert status_of(jobs, "tr-1-r1")["resumed_from"]["path"] is None
+    assert any("from the start (it saved no checkpoint)" in line for line in shown)
+
+
+def test_a_job_stopped_for_its_own_deadline_is_not_retried():
+    calls = []
+    plugin = make_action({}, {}, lambda **kw: pytest.fail("no module call"))
+    last = {"state": "FAILED", "submission_id": "j", "status": {
+        "reason": "DEADLINE_EXCEEDED", "retries": {"max": 3, "on": ["nccl_gloo"]}, "diagnosis": {"kind": "nccl_gloo"}}}
+    assert plugin._retries(lambda **kw: calls.append(kw), last, None, {}, 5) is last and calls == []

@@ -350,3 +350,21 @@ def test_a_failed_entry_names_its_diagnosis():
     entry = rr.entry_result("bad", "smoke", "r-bad", status, "", "/private/jobs/r-bad")
     assert entry["diagnosis"]["kind"] == "import_error"
     assert rr._failure_text(entry) == "FAILED: exit code 1 [diagnosis: import_error: check code_id]"
+
+
+def test_a_retried_entry_is_judged_by_its_last_attempt(tmp_path, capsys):
+    import ray_regression_report
+    from ansible.module_utils.testing import patch_module_args
+
+    jobs = tmp_path / "jobs"
+    for sid, st in (("run-e", {"state": "FAILED", "final": True, "attempts": ["run-e-r1"]}),
+                    ("run-e-r1", {"state": "SUCCEEDED", "final": True, "attempt_of": "run-e"})):
+        (jobs / sid / "logs").mkdir(parents=True)
+        (jobs / sid / "status.json").write_text(json.dumps(st))
+    (jobs / "run-e-r1" / "logs" / "driver.log").write_text("step:3 - train/loss:4.0\n")
+    args = {"run_id": "run", "suite": "s", "started_at": 1, "shared_root": str(tmp_path),
+            "entries": [{"name": "e", "spec": "sft"}], "_ansible_check_mode": True}
+    with patch_module_args(args), pytest.raises(SystemExit):
+        ray_regression_report.main()
+    out = json.loads(capsys.readouterr().out)
+    assert out["ok"] and out["failed_entries"] == [] and "run-e-r1" in out["summary"]

@@ -96,3 +96,12 @@ def test_ray_job_reads_the_real_values_of_a_suite_entry_itself(tmp_path):
     assert entry["overrides"]["env.HF_TOKEN"] == "hf-sekrit-5678"
     with pytest.raises(SuiteError, match="suite 's': no entry named 'b'"):
         suite_entry("s", "b", str(tmp_path))
+
+
+def test_an_env_given_as_json_text_is_shown_redacted_whole(tmp_path):
+    from ansible.plugins.loader import lookup_loader
+
+    write(tmp_path, "s", "entries:\n  - name: a\n    spec: smoke\n"
+                         "    overrides: {env: '{\"WANDB_API_KEY\": \"suite-sekrit-1234\"}'}\n")
+    [entry] = lookup_loader.get("regression_suite").run(["s"], variables={}, suites_dir=str(tmp_path))
+    assert entry["overrides"] == {"env": "<redacted>"}
