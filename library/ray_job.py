@@ -18,7 +18,7 @@ description:
     console logger's C(step:N - key:value) lines, module_utils/verl_metrics.py) to metrics.jsonl and a
     plot of them to metrics.svg in the record.
   - A record that is not final for a job Ray no longer knows, submitted before the head's node started, is a
-    job the head forgot when it restarted: O(action=wait), O(action=status) and O(action=logs) finalise it as
+    job the head forgot when it restarted; O(action=wait), O(action=status) and O(action=logs) finalise it as
     FAILED (reason HEAD_RESTARTED), keeping all it holds. O(action=reconcile) does that for every record on the
     shared root (up.yml runs it after healing). When the head cannot be read, nothing is finalised.
   - A job whose spec sets C(retries) and that failed for one of C(retries.on)'s reasons (its record's diagnosis)
@@ -26,7 +26,7 @@ description:
     verl from the newest whole checkpoint over the job's and its attempts' checkpoint dirs
     (module_utils/checkpoints.py); the first job's status.json lists its C(attempts), each attempt's names
     C(attempt_of) and C(resumed_from). O(action=resume) does the same by hand (O(action=attempt) is its module
-    half: it names the next attempt and returns the record's spec, changing nothing).
+    half, which names the next attempt and returns the record's spec, changing nothing).
   - Runs on the head with a Python that has Ray; clears RAY_ADDRESS and proxy variables first.
   - Its action plugin (action_plugins/ray_job.py) runs on the control host first. It takes the spec by name
     (O(spec)), layers the site's C(jobspec_defaults), O(overrides) and, with O(extra_vars=true), this run's
@@ -36,11 +36,12 @@ description:
     and the interpreter (C(ray_python)) from the inventory when the task does not set them.
 options:
   action:
-    description: What to do.
+    description:
+      - What to do. C(resume) is the action plugin's only (it calls the module's C(attempt), then C(submit));
+        C(attempt) is the module's only.
     type: str
     choices: [submit, wait, status, stop, logs, reconcile, resume, attempt]
     default: submit
-    notes: resume is the action's only (it calls the module's attempt, then submit); attempt is the module's only.
   spec:
     description:
       - To the action, the name of a spec file (C(jobspecs/<spec>.yaml)); with O(extra_vars=true) it defaults to

@@ -10,8 +10,8 @@ description:
     command, environment and Ray version under O(state_file).
   - A re-run on a healthy node changes nothing and does not import Ray (it is the common case, and
     fast). A node whose Ray died is started again (it rejoins the cluster). A node whose
-    configuration drifted is restarted, but not while a job runs on it unless O(force): only then is
-    the cluster asked, through O(dashboard_url), which jobs run (for the head, any job: restarting
+    configuration drifted is restarted, but not while a job runs on it unless O(force); only then is
+    the cluster asked, through O(dashboard_url), which jobs run (for the head, any job, since restarting
     it ends them all). When the cluster cannot be asked, the node is not restarted (fail closed).
   - Checks that O(python) has Ray O(ray_version), and keeps the cluster token at O(token_path).
   - With O(state=stopped) stops Ray and also ends job drivers that Ray left orphaned.
@@ -58,7 +58,7 @@ options:
     type: int
     default: 0
   resources:
-    description: Custom resources, e.g. C({"worker_node": 1}).
+    description: "Custom resources, e.g. C({\"worker_node\": 1})."
     type: dict
     default: {}
   extra_args:
@@ -89,7 +89,7 @@ options:
   socket_ifname:
     description:
       - Sets NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME in Ray's environment (so every job's workers on
-        this node have them) unless O(env) sets them: C(auto) names the interface that reaches the head
+        this node have them) unless O(env) sets them. C(auto) names the interface that reaches the head
         (on the head, the one holding O(node_ip)), an empty string sets nothing, anything else is the name.
     type: str
     default: ""

@@ -84,7 +84,7 @@ regressed_entries:
   type: list
   elements: str
 failed_gates:
-  description: The gates that failed, C(<entry>: <gate message>) each (the message names the metric and its value).
+  description: "The gates that failed, C(<entry>: <gate message>) each (the message names the metric and its value)."
   returned: always
   type: list
   elements: str

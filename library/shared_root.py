@@ -11,7 +11,7 @@ description:
   - Mounts O(source) at O(path) (nfs or bind) when nothing is mounted there, and records the mount
     in O(fstab) when O(persist).
   - Verifies that O(path) is the shared root (a mount point; for nfs, of O(source); for bind, the
-    same directory as O(source)) and fails naming O(node_name) otherwise: jobs would write to the
+    same directory as O(source)) and fails naming O(node_name) otherwise, since jobs would write to the
     node's local disk and lose their data.
   - Creates the O(layout) directories with their modes, and returns the mark of the storage
     (O(path)/.shared-root-id, written once with a random id), so the caller can check that every
@@ -46,7 +46,7 @@ options:
     description:
       - Directories (relative to O(path)) every job and snapshot relies on, each with its octal mode.
       - A directory whose mode is not world-writable must be owned by the user the module runs as
-        (root): code there is imported by every job, so nobody else may have made it first.
+        (root), since code there is imported by every job, so nobody else may have made it first.
     type: dict
     default: {}
   node_name:
