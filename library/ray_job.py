@@ -205,6 +205,8 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.ray_connection import argument_spec
 from ansible.module_utils.redaction import DEFAULT_SECRET_ENV_NAMES, is_secret_name, redact
 
+# How long a failed job with no known signature waits for its driver's node to be declared DEAD.
+NODE_DEATH_WAIT_S = 30
 # Lines of the driver log that action=logs returns.
 LOG_TAIL_LINES = 100
 
@@ -370,6 +372,8 @@ class Job:
                 f"state: {state} (ray: {job['status']})\nreason: {reason}\nerror_type: {job['error_type']}\n"
                 f"driver_exit_code: {job['driver_exit_code']}\nmessage: {job['message']}\n"))
             status["diagnosis"] = self.diagnose(log, status, job)
+            if status["diagnosis"]["kind"] == "unknown":
+                status["diagnosis"] = self.driver_node_death(job, nodes) or status["diagnosis"]
         self.save_status(status)
         return status
 
@@ -408,6 +412,28 @@ class Job:
                          "submitted; the record is unchanged (another cluster's record?)",
                          **self.result(status, f"{self.sid}: unknown to Ray"))
         return self.finalize_forgotten(status, started)
+
+    def driver_node_death(self, job, nodes):
+        """A driver whose node died leaves no words of it when Ray cannot serve that node's logs any more: the
+        node's state says it. A killed raylet's node turns DEAD after Ray's health checks, so wait a little."""
+        node_id = job["driver_node_id"]
+        deadline = time.monotonic() + NODE_DEATH_WAIT_S
+        while node_id:
+            node = next((n for n in nodes if n["node_id"] == node_id), None)
+            if node is not None and node["state"] == "DEAD":
+                self.write_json(self.rec["nodes"], nodes)
+                return {"kind": "node_died",
+                        "evidence": {"file": "debug/nodes.json",
+                                     "line": f"the driver's node {node_id} ({node['node_ip']}) is DEAD"},
+                        "hint": {k: h for k, _, h in diagnosis.SIGNATURES}["node_died"]}
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(3)
+            try:
+                nodes = rc.list_nodes(self.config.dashboard_url)
+            except Exception:  # noqa: BLE001 - no answer, no evidence
+                return None
+        return None
 
     def diagnose(self, log, status, job):
         """Why the job failed (module_utils/diagnosis.py), from its driver log, its workers' error logs and

@@ -56,10 +56,19 @@ def submit_and_kill_after_step(sid, step, *extra):
     return run
 
 
+def explain(run, sid):
+    """What a failed run said, and what the first job's record says (pytest cuts a long run's repr short)."""
+    try:
+        first = {k: v for k, v in status(sid).items() if k in ("state", "reason", "error_type", "diagnosis")}
+    except OSError as exc:
+        first = str(exc)
+    return f"rc={run.rc}\n{run.out[-4000:]}\nfirst job: {first}"
+
+
 def test_a_job_whose_node_dies_is_retried_from_its_newest_whole_checkpoint():
     sid = new_id("retry")
     run = submit_and_kill_after_step(sid, 2, "-e", "retries.max=1")
-    assert run.rc == 0, run
+    assert run.rc == 0, explain(run, sid)
     first, attempt = status(sid), status(f"{sid}-r1")
     assert first["state"] == "FAILED" and first["diagnosis"]["kind"] == "node_died", first
     assert first["attempts"] == [f"{sid}-r1"] and "attempt 1 of 1" in run.out

@@ -10,7 +10,7 @@ import time
 import pytest
 from ansible.module_utils import job_record as jr
 from ansible.module_utils import ray_cluster as rc
-from test_ray_job_module import SID, make_spec, ray, ray_config, record, run, status_json  # noqa: F401 - fixtures
+from test_ray_job_module import HEAD, SID, WORKER, make_spec, ray, ray_config, record, run, status_json  # noqa: F401
 
 
 def submitted(capsys, ray, ray_config):  # noqa: F811
@@ -213,3 +213,24 @@ def test_a_submit_stuck_holding_the_lock_makes_a_rerun_fail_in_one_line(ray, ray
     assert code == 1 and "\n" not in out["msg"] and ray.submitted == []
     assert out["msg"] == (f"{SID}: another run of {SID} has held its record's lock for 120s; is it stuck? "
                           "(the lock is .submit.lock in the record)")
+
+
+def test_a_failure_without_words_whose_driver_node_died_is_a_dead_node(ray, ray_config, capsys, monkeypatch):  # noqa: F811
+    submitted(capsys, ray, ray_config)
+    answers = [[HEAD, WORKER], [HEAD, WORKER], [HEAD, dict(WORKER, state="DEAD")]]  # DEAD after health checks
+    monkeypatch.setattr(rc, "list_nodes", lambda url: answers.pop(0) if len(answers) > 1 else answers[0])
+    ray.set(SID, "FAILED", driver_node_id="n-w1", driver_exit_code=1, start_time=1, end_time=2,
+            message="Job entrypoint command failed with exit code 1", error_type="JOB_ENTRYPOINT_COMMAND_ERROR")
+    code, out = run(capsys, action="wait", submission_id=SID, ray_config=ray_config)
+    assert code == 0 and out["state"] == "FAILED"
+    found = status_json(ray_config)["diagnosis"]
+    assert found["kind"] == "node_died" and found["evidence"] == {
+        "file": "debug/nodes.json", "line": "the driver's node n-w1 (10.0.0.11) is DEAD"}
+
+
+def test_a_failure_without_words_on_a_live_node_stays_unknown(ray, ray_config, capsys):  # noqa: F811
+    submitted(capsys, ray, ray_config)
+    ray.set(SID, "FAILED", driver_node_id="n-w1", driver_exit_code=1, start_time=1, end_time=2,
+            message="Job entrypoint command failed with exit code 1")
+    code, out = run(capsys, action="wait", submission_id=SID, ray_config=ray_config)
+    assert code == 0 and out["done"] and status_json(ray_config)["diagnosis"]["kind"] == "unknown"
