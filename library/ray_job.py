@@ -222,13 +222,13 @@ class Failed(Exception):
 class Job:
     """One job: its Ray client, its record and how to redact what we write."""
 
-    def __init__(self, module, config, sid, output_dir):
+    def __init__(self, module, config, sid, output_dir, client=None):
         self.module = module
         self.config = config
         self.sid = sid
         self.rec = jr.paths(output_dir)
         self.token = rc.read_token(module.params["token_path"])
-        self.client = rc.job_client(config.dashboard_url, self.token)
+        self.client = client or rc.job_client(config.dashboard_url, self.token)
         self.secret_names = tuple(config.secret_env_names)
         self.secrets = [self.token] if self.token else []
         self.changed = False  # whether this run wrote anything into the record
@@ -377,18 +377,21 @@ class Job:
         self.save_status(status)
         return status
 
-    def forgotten_since(self, status):
-        """When the head's node started, if that was after this job was submitted: Ray forgot the job when the
-        head restarted. None when it cannot be shown (the caller then changes nothing: fail closed)."""
+    def head_started_ms(self):
+        """When the head's node started (the cluster's node list), or None when that cannot be told."""
+        heads = [n for n in rc.list_nodes(self.config.dashboard_url) if n["is_head_node"] and n["state"] == "ALIVE"]
+        return heads[0].get("start_time_ms") if len(heads) == 1 else None
+
+    def forgotten_since(self, status, head_started):
+        """head_started, if the head started after this job was submitted: Ray forgot the job when the head
+        restarted. None when it cannot be shown (the caller then changes nothing: fail closed)."""
         submitted = status.get("submitted_at")
         if not submitted:  # a resumed or rebuilt record: the record's own files say when it was written
             try:
                 submitted = int(os.stat(self.rec["job_spec"]).st_mtime * 1000)
             except OSError:
                 return None
-        heads = [n for n in rc.list_nodes(self.config.dashboard_url) if n["is_head_node"] and n["state"] == "ALIVE"]
-        started = heads[0].get("start_time_ms") if len(heads) == 1 else None
-        return started if started and started > submitted else None
+        return head_started if head_started and head_started > submitted else None
 
     def finalize_forgotten(self, status, head_started_ms):
         """The record of a job the restarted head forgot: FAILED, with everything already in it kept."""
@@ -406,7 +409,7 @@ class Job:
 
     def forgotten(self, status):
         """Ray does not know this job: finalise its record if the head restarted since, else fail naming why."""
-        started = self.forgotten_since(status)
+        started = self.forgotten_since(status, self.head_started_ms())
         if started is None:
             raise Failed(f"{self.sid}: Ray does not know this job, and its head has run since before the job was "
                          "submitted; the record is unchanged (another cluster's record?)",
@@ -533,13 +536,17 @@ def submit(module, config):
         raise Failed(f"{job.sid}: {exc}") from None
 
 
+def record_status(config, sid):
+    """The status.json of job sid's record, or {} (none, or unreadable)."""
+    status = jr.read_json(jr.paths(conventions.job_dir(config.shared_root, sid))["status"])
+    return status if isinstance(status, dict) else {}
+
+
 def chain(config, sid):
     """(root id, [root, attempts...]) of the jobs linked with sid: a first job and its resuming attempts."""
-    status = jr.read_json(jr.paths(conventions.job_dir(config.shared_root, sid))["status"])
-    root = (status or {}).get("attempt_of") if isinstance(status, dict) else None
+    root = record_status(config, sid).get("attempt_of")
     root = root if conventions.matches(conventions.ID_RULE, root) else sid
-    root_status = jr.read_json(jr.paths(conventions.job_dir(config.shared_root, root))["status"])
-    attempts = root_status.get("attempts", []) if isinstance(root_status, dict) else []
+    attempts = record_status(config, root).get("attempts", [])
     return root, [root, *(a for a in attempts if conventions.matches(conventions.ID_RULE, a) and a != root)]
 
 
@@ -548,10 +555,10 @@ def resume_point(spec, config):
     if not os.path.isdir(conventions.job_dir(config.shared_root, spec.resume_from)):
         raise Failed(f"jobspec field 'resume_from': no job record at "
                      f"{conventions.job_dir(config.shared_root, spec.resume_from)}")
-    resumed = jr.read_json(jr.paths(conventions.job_dir(config.shared_root, spec.resume_from))["status"])
-    if not (isinstance(resumed, dict) and resumed.get("final")):
-        state = resumed.get("state") if isinstance(resumed, dict) else None
-        raise Failed(f"jobspec field 'resume_from': {spec.resume_from} has not ended ({state}): stop it first")
+    resumed = record_status(config, spec.resume_from)
+    if not resumed.get("final"):
+        raise Failed(f"jobspec field 'resume_from': {spec.resume_from} has not ended ({resumed.get('state')}): "
+                     "stop it first")
     root, linked = chain(config, spec.resume_from)
     dirs = []
     for sid in linked:
@@ -787,7 +794,7 @@ def attempt_action(module, job):
     root, linked = chain(job.config, job.sid)
     plan = {"root": root, "newest": linked[-1], "attempts_made": len(linked) - 1}
     if linked[-1] != job.sid:
-        newest = jr.read_json(jr.paths(conventions.job_dir(job.config.shared_root, linked[-1]))["status"]) or {}
+        newest = record_status(job.config, linked[-1])
         if not newest.get("final") or newest.get("state") == "SUCCEEDED":
             raise Failed(f"{job.sid}: its attempt {linked[-1]} is {newest.get('state')}: follow that one "
                          f"(job.yml -e id={linked[-1]} -e do=wait)", **job.result(status, ""), **plan)
@@ -809,25 +816,26 @@ ACTIONS = {"wait": follow, "stop": stop, "status": status_action, "logs": logs_a
 
 def reconcile(module, config):
     """action=reconcile: finalise every record whose job the restarted head forgot (see Job.forgotten_since)."""
-    jobs_dir = os.path.dirname(conventions.job_dir(config.shared_root, "x"))
+    jobs_dir = conventions.paths(config.shared_root)["jobs"]
     open_ids = []
     for sid in sorted(os.listdir(jobs_dir)) if os.path.isdir(jobs_dir) else []:
-        status = jr.read_json(os.path.join(jobs_dir, sid, "status.json"))
+        status = record_status(config, sid)
         # Records without status.json are interrupted submits: the same submit command completes them.
-        if isinstance(status, dict) and status.get("submission_id") == sid and not status.get("final"):
+        if status.get("submission_id") == sid and not status.get("final"):
             open_ids.append(sid)
     result = {"changed": False, "finalized": [], "open": []}
     if not open_ids:  # the usual case costs no call to Ray
         return dict(result, msg="no open job records")
     probe = Job(module, config, open_ids[0], conventions.job_dir(config.shared_root, open_ids[0]))
     known = {rc.job_summary(j)["submission_id"] for j in probe.client.list_jobs()}
+    head_started = probe.head_started_ms() if set(open_ids) - known else None  # one node list for all
     for sid in open_ids:
         if sid in known:
             result["open"].append(sid)
             continue
-        job = Job(module, config, sid, conventions.job_dir(config.shared_root, sid))
+        job = Job(module, config, sid, conventions.job_dir(config.shared_root, sid), client=probe.client)
         status = job.status()
-        started = job.forgotten_since(status)
+        started = job.forgotten_since(status, head_started)
         if started is None:
             result["open"].append(sid)  # unknown to Ray for another reason: left as it is
             continue
