@@ -5,12 +5,15 @@ VENV := .venv
 BIN := $(VENV)/bin
 WORKERS ?= 2
 
-.PHONY: venv lint unit unit-verl integration test demo lab-up lab-down lab-venv lab-assets system-deps
+.PHONY: venv lint unit unit-verl integration test demo lab-up lab-down lab-slurm lab-venv lab-assets system-deps
 
 # System packages the lab and the playbooks need (Debian/Ubuntu, as root).
+# Slurm and munge make the lab a Slurm cluster too (make lab-slurm); their packages start no daemon here.
 system-deps:
-	@command -v sshd >/dev/null && command -v ip >/dev/null && command -v findmnt >/dev/null && command -v crontab >/dev/null || \
-	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server openssh-client iproute2 util-linux cron)
+	@command -v sshd >/dev/null && command -v ip >/dev/null && command -v findmnt >/dev/null && command -v crontab >/dev/null \
+	  && command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v sbatch >/dev/null && command -v munged >/dev/null || \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    openssh-server openssh-client iproute2 util-linux cron slurmctld slurmd slurm-client munge)
 
 $(BIN)/ansible-playbook: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +57,10 @@ lab-assets: lab-venv
 lab-up: venv lab-venv system-deps
 	$(PYTHON) scripts/lab.py up --workers $(WORKERS)
 	$(MAKE) lab-assets
+
+# Slurm on the lab: slurmctld on lab-head (the login node), slurmd on the workers, munge everywhere.
+lab-slurm: lab-up
+	$(PYTHON) scripts/lab_slurm.py up
 
 lab-down:
 	$(PYTHON) scripts/lab.py down

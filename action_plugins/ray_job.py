@@ -21,13 +21,13 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from plugin_utils import PROJECT_ROOT, jobspec_input, ray_action
 
 # Importable once plugin_utils has put the project's module_utils on ansible.module_utils' path.
-from ansible.module_utils import redaction  # isort: skip
+from ansible.module_utils import conventions, redaction  # isort: skip
 
 display = Display()
 
 POLL_S = 20
 # Reasons ray_job itself stops a job for (its spec's timeouts, a person): never retried.
-OWN_STOPS = ("DEADLINE_EXCEEDED", "PENDING_TIMEOUT", "STOPPED_BY_USER")
+OWN_STOPS = ("DEADLINE_EXCEEDED", "PENDING_TIMEOUT", *conventions.STOP_REASONS)
 # A poll that cannot reach the head is retried this many times in a row before the run fails.
 CONNECTION_RETRIES = 3
 
@@ -37,6 +37,7 @@ ARGUMENT_SPEC = {
     "overrides": {"type": "dict", "default": {}},
     "extra_vars": {"type": "bool", "default": False},
     "submission_id": {"type": "str"},
+    "stop_reason": {"type": "str", "choices": list(conventions.STOP_REASONS), "default": "STOPPED_BY_USER"},
     "wait": {"type": "bool", "default": False},
     "poll_s": {"type": "int", "default": POLL_S},
     "preflight": {"type": "bool", "default": True},
@@ -129,7 +130,8 @@ class ActionModule(ActionBase):
             if reconciled.get("finalized"):
                 self._show(reconciled.get("msg", ""))
             return {**result, **reconciled}
-        return {**result, **module(action=args["action"], submission_id=args["submission_id"])}
+        extra = {"stop_reason": args["stop_reason"]} if args["action"] == "stop" else {}
+        return {**result, **module(action=args["action"], submission_id=args["submission_id"], **extra)}
 
     def _submit(self, module, args, ray_config):
         """Resolve and submit; in check mode show the rendering; with wait follow the job to its end."""

@@ -79,6 +79,11 @@ options:
   submission_id:
     description: The job, for every action but submit (where it overrides the spec's submission_id).
     type: str
+  stop_reason:
+    description: For O(action=stop), the reason its record gives; C(SLURM_ALLOCATION_ENDING) is the Slurm batch entry point's.
+    type: str
+    choices: [STOPPED_BY_USER, SLURM_ALLOCATION_ENDING]
+    default: STOPPED_BY_USER
   output_dir:
     description: The job's record directory; default C(<shared_root>/jobs/<submission_id>).
     type: path
@@ -742,7 +747,7 @@ def stop(module, job):
     status, info = job.status(), job.info()
     running = info is not None and rc.job_summary(info)["status"] not in rc.TERMINAL_JOB_STATES
     if running and not module.check_mode:
-        info = stop_for(job, status, "STOPPED_BY_USER")
+        info = stop_for(job, status, module.params["stop_reason"])
         if info is not None and rc.job_summary(info)["status"] in rc.TERMINAL_JOB_STATES:
             status = job.finalize(info, status)
         else:  # Ray has not stopped it yet: a later status or wait finalizes the record
@@ -896,6 +901,7 @@ def main():
             spec=dict(type="raw"),
             submission_id=dict(type="str"),
             output_dir=dict(type="path"),
+            stop_reason=dict(type="str", choices=list(conventions.STOP_REASONS), default="STOPPED_BY_USER"),
             poll_s=dict(type="int", default=20),
             preflight=dict(type="bool", default=True),
         ),

@@ -23,6 +23,10 @@ MARKER_FILE = MARKER_MODULE + ".py"
 # that lacks it does not see the shared storage (not mounted), whatever its path holds.
 SHARED_ROOT_MARK = ".shared-root-id"
 
+# Why a stop was asked for, as the record's reason says: a person, or a Slurm allocation about to end
+# (scripts/slurm_batch.py). Neither is retried.
+STOP_REASONS = ("STOPPED_BY_USER", "SLURM_ALLOCATION_ENDING")
+
 
 def matches(rule, value):
     return isinstance(value, str) and re.fullmatch(rule[0], value) is not None

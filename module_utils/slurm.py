@@ -1,0 +1,141 @@
+"""A Slurm allocation as a Ray cluster: which node is the head, which are workers, how many GPUs each got.
+
+Standard library only: the inventory plugin (control host, with Ansible) and the batch entry point
+(scripts/slurm_batch.py, the system's python3 on a compute node) both import it. What Slurm says comes
+from `scontrol` through one runner, so the parsing below is tested with Slurm's real output as text.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import subprocess
+
+# A Slurm job id as scontrol takes it (an array task is 12_3).
+JOB_ID_RULE = re.compile(r"^[0-9]{1,12}(_[0-9]{1,9})?$")
+# Node names and addresses become inventory hosts and ssh targets: plain names and IPv4/IPv6 only.
+NODE_RULE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]{0,252}$")
+ADDR_RULE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:-]{0,252}$")
+# One GRES of a detail line: name[:type]:count[(IDX:...)], e.g. gpu:a100:4(IDX:0-3).
+_GRES = re.compile(r"(?:^|,)([A-Za-z][\w.-]*)(?::([\w.-]+))?:(\d+)(?:\([^)]*\))?")
+_DETAIL = re.compile(r"^\s+Nodes=(\S+)\s.*?(?:\bGRES=(\S*))?$")
+
+
+class SlurmError(Exception):
+    """One line for the user: what Slurm said, or what is wrong with the allocation."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Allocation:
+    job_id: str
+    nodes: tuple  # in Slurm's order: the first is the Ray head
+    gpus: dict  # node -> GPUs this job holds on it
+    addresses: dict  # node -> NodeAddr (the address ssh and Ray use)
+
+    @property
+    def head(self):
+        return self.nodes[0]
+
+    @property
+    def workers(self):
+        return self.nodes[1:]
+
+
+def checked_job_id(job_id, what="job_id"):
+    job_id = str(job_id or "").strip()
+    if not job_id:
+        raise SlurmError(f"{what}: no Slurm job id (run inside an allocation, where SLURM_JOB_ID is set, "
+                         "or give the job id)")
+    if not JOB_ID_RULE.match(job_id):
+        raise SlurmError(f"{what}: {job_id[:40]!r} is not a Slurm job id (digits, or 12_3 for an array task)")
+    return job_id
+
+
+def parse_fields(text):
+    """key=value words of scontrol's output (values without spaces, which is all we read)."""
+    return dict(re.findall(r"(?:^|\s)([A-Za-z_/:]+)=(\S*)", text))
+
+
+def gpu_count(gres):
+    """GPUs in a GRES string such as 'gpu:4(IDX:0-3)' or 'gpu:a100:2(IDX:0-1),nvme:1'."""
+    return sum(int(count) for name, _type, count in _GRES.findall(gres or "") if name == "gpu")
+
+
+def parse_job(text, job_id):
+    """(state, nodelist expression, [(nodes expression, gpus)]) from `scontrol show job -d`."""
+    fields = parse_fields(text.split("\n\n")[0])
+    if fields.get("JobId", "").split("_")[0] != job_id.split("_")[0] and fields.get("JobId") != job_id:
+        raise SlurmError(f"job_id: scontrol did not describe Slurm job {job_id}")
+    details = []
+    for line in text.splitlines():
+        match = _DETAIL.match(line)
+        if match and "CPU_IDs=" in line:
+            details.append((match.group(1), gpu_count(match.group(2))))
+    return fields.get("JobState", ""), fields.get("NodeList", ""), details
+
+
+def parse_node_addresses(text):
+    """NodeName -> NodeAddr from `scontrol show node -o` (one node per line)."""
+    addresses = {}
+    for line in text.splitlines():
+        fields = parse_fields(line)
+        if fields.get("NodeName"):
+            addresses[fields["NodeName"]] = fields.get("NodeAddr") or fields["NodeName"]
+    return addresses
+
+
+def scontrol_runner(scontrol="scontrol", timeout=30):
+    """The boundary: run scontrol, return its output, or raise SlurmError with what it said."""
+    def run(*args):
+        try:
+            proc = subprocess.run([scontrol, *args], check=False, capture_output=True, text=True, timeout=timeout)
+        except FileNotFoundError:
+            raise SlurmError(f"{scontrol} not found: run on a node of the Slurm cluster (a login or compute "
+                             "node), or give scontrol's path") from None
+        except subprocess.TimeoutExpired:
+            raise SlurmError(f"{scontrol} {' '.join(args)}: no answer in {timeout}s: is slurmctld up?") from None
+        if proc.returncode != 0:
+            said = " ".join((proc.stderr or proc.stdout).split())[:300]
+            raise SlurmError(f"{scontrol} {' '.join(args)}: {said or f'exit {proc.returncode}'}")
+        return proc.stdout
+    return run
+
+
+def allocation(job_id, run):
+    """The allocation of a running Slurm job, read through `run` (see scontrol_runner)."""
+    job_id = checked_job_id(job_id)
+    state, nodelist, details = parse_job(run("show", "job", "-d", job_id), job_id)
+    if state != "RUNNING":
+        raise SlurmError(f"job_id: Slurm job {job_id} is {state or 'in an unknown state'}, not RUNNING: "
+                         "it holds no nodes to run Ray on")
+    nodes = tuple(run("show", "hostnames", nodelist).split())
+    gpus = {}
+    for expr, count in details:
+        for node in run("show", "hostnames", expr).split():
+            gpus[node] = count
+    for node in nodes:
+        if not NODE_RULE.match(node):
+            raise SlurmError(f"Slurm job {job_id}: node name {node[:60]!r} is not a plain host name")
+    if len(nodes) < 2:
+        raise SlurmError(f"Slurm job {job_id} holds {len(nodes)} node(s): the Ray head takes no work, so an "
+                         "allocation needs at least 2 nodes (sbatch/salloc --nodes=2 or more)")
+    addresses = parse_node_addresses(run("show", "node", "-o", nodelist))
+    for node in nodes:
+        if not ADDR_RULE.match(addresses.get(node, node)):
+            raise SlurmError(f"Slurm job {job_id}: node {node}'s address {addresses[node][:60]!r} is not a "
+                             "host name or IP address")
+    return Allocation(job_id=job_id, nodes=nodes, gpus={n: gpus.get(n, 0) for n in nodes},
+                      addresses={n: addresses.get(n, n) for n in nodes})
+
+
+def inventory_vars(alloc):
+    """Host variables per node: the address, the worker's GPUs, and the Slurm job it belongs to."""
+    hosts = {}
+    for node in alloc.nodes:
+        hv = {"slurm_job_id": alloc.job_id}
+        if alloc.addresses[node] != node:
+            hv["ansible_host"] = alloc.addresses[node]
+        if node != alloc.head:
+            hv["ray_worker_num_gpus"] = alloc.gpus[node]
+        hosts[node] = hv
+    return hosts

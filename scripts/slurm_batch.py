@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+#SBATCH --job-name=verl-ray
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=1
+#SBATCH --signal=B:USR1@300
+# The Slurm batch entry point (sbatch it from the repository root; see the README, "On a Slurm cluster"):
+#
+#   sbatch --nodes=3 --gres=gpu:8 scripts/slurm_batch.py -i inventory/<site> --spec sft [-e KEY=VALUE ...]
+#
+# Inside the allocation it runs the runbook as a person would: up.yml on the allocation's nodes (the first
+# is the Ray head), submit.yml with wait=true, then down.yml. When Slurm ends the allocation early (USR1
+# 300 s before the time limit, from the --signal line above; TERM from scancel or at the limit) it stops
+# the job with reason SLURM_ALLOCATION_ENDING, so its record is final, and still takes Ray down.
+"""Run one JobSpec on the Ray cluster of a Slurm allocation, from up.yml to down.yml."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+# Standard library only: this runs with the compute node's python3, before any venv is at hand.
+# Slurm runs a copy of this file from its spool, so the project is found from the submit directory.
+STOP_SIGNALS = (signal.SIGUSR1, signal.SIGTERM, signal.SIGINT)
+EXIT_ENDED_BY_SLURM = 3
+
+
+class BatchError(Exception):
+    """A bad argument or environment, said in one line before anything runs."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    repo: Path
+    inventory: str
+    spec: str
+    submission_id: str
+    slurm_job_id: str
+    extra: tuple  # -e KEY=VALUE for submit.yml, as given
+
+    def playbook(self, name, *extra_vars):
+        argv = [str(self.repo / ".venv" / "bin" / "ansible-playbook"), "-i", self.inventory, name]
+        for value in extra_vars:
+            argv += ["-e", value]
+        return argv
+
+    def up(self):
+        return self.playbook("up.yml")
+
+    def submit(self):
+        return self.playbook("submit.yml", f"spec={self.spec}", f"submission_id={self.submission_id}",
+                             "wait=true", f"metadata.slurm_job_id={self.slurm_job_id}", *self.extra)
+
+    def stop(self):
+        return self.playbook("job.yml", f"id={self.submission_id}", "do=stop",
+                             "stop_reason=SLURM_ALLOCATION_ENDING")
+
+    def status(self):
+        return self.playbook("job.yml", f"id={self.submission_id}", "do=status")
+
+    def down(self):
+        return self.playbook("down.yml")
+
+
+def _conventions(repo):
+    """The project's naming rules (module_utils/conventions.py is standard library only)."""
+    sys.path.insert(0, str(repo / "module_utils"))
+    import conventions
+
+    return conventions
+
+
+def make_plan(argv, env):
+    """Check the arguments and the allocation; return what will run."""
+    parser = argparse.ArgumentParser(prog="slurm_batch.py", description=__doc__)
+    parser.add_argument("-i", "--inventory", required=True,
+                        help="the site's inventory folder, holding a slurm.yml (plugin: slurm_allocation)")
+    parser.add_argument("--spec", required=True, help="the JobSpec to run (jobspecs/<spec>.yaml)")
+    parser.add_argument("--id", dest="submission_id", help="the submission id (default slurm-<job id>-<spec>)")
+    parser.add_argument("-e", dest="extra", action="append", default=[], metavar="KEY=VALUE",
+                        help="a JobSpec field for submit.yml, as with ansible-playbook -e")
+    parser.add_argument("--repo", help="the project's folder (default: where sbatch ran, SLURM_SUBMIT_DIR)")
+    args = parser.parse_args(argv)
+    job_id = env.get("SLURM_JOB_ID", "")
+    if not job_id:
+        raise BatchError("SLURM_JOB_ID is not set: run this through sbatch (it brings a Ray cluster up on the "
+                         "allocation's nodes)")
+    repo = Path(args.repo or env.get("SLURM_SUBMIT_DIR") or os.getcwd()).resolve()
+    if not (repo / "ansible.cfg").is_file() or not (repo / "up.yml").is_file():
+        raise BatchError(f"--repo: {repo} is not this project's folder (no ansible.cfg and up.yml): sbatch from "
+                         "the repository root or give --repo")
+    if not (repo / ".venv" / "bin" / "ansible-playbook").is_file():
+        raise BatchError(f"--repo: {repo}/.venv has no ansible-playbook: run `make venv` there first")
+    conventions = _conventions(repo)
+    inventory = (repo / args.inventory).resolve()
+    if not inventory.exists():
+        raise BatchError(f"--inventory: {args.inventory} does not exist under {repo}")
+    if not conventions.matches(conventions.NAME_RULE, args.spec):
+        raise BatchError(f"--spec: {args.spec[:60]!r} is not a spec name (letters, digits, '.', '_', '-')")
+    if not (repo / "jobspecs" / f"{args.spec}.yaml").is_file():
+        raise BatchError(f"--spec: there is no jobspecs/{args.spec}.yaml")
+    sid = args.submission_id or f"slurm-{job_id}-{args.spec}"
+    if not conventions.matches(conventions.ID_RULE, sid):
+        raise BatchError(f"--id: {sid[:60]!r} is not a submission id ({conventions.ID_RULE[1]})")
+    for value in args.extra:
+        key = value.split("=", 1)[0]
+        if "=" not in value or not key or key in ("spec", "submission_id", "wait"):
+            raise BatchError(f"-e: {value[:60]!r} must be KEY=VALUE for a JobSpec field "
+                             "(spec, submission_id and wait are this script's own)")
+    return Plan(repo=repo, inventory=str(inventory), spec=args.spec, submission_id=sid, slurm_job_id=job_id,
+                extra=tuple(args.extra))
+
+
+class Batch:
+    """up, submit and wait, down; a stop signal ends the step under way and stops the job first."""
+
+    def __init__(self, plan, spawn=subprocess.Popen, say=None):
+        self.plan = plan
+        self.spawn = spawn
+        self.say = say or (lambda line: print(f"slurm_batch: {time.strftime('%H:%M:%S')} {line}", flush=True))
+        self.ending = None  # the signal's name once Slurm asked us to end
+        self.child = None
+        self.interruptible = False  # only up and submit are cut short; stop and down must finish
+
+    def on_signal(self, signum, _frame=None):
+        if self.ending:
+            return
+        self.ending = signal.Signals(signum).name
+        self.say(f"{self.ending}: the allocation is ending; stopping the step under way")
+        if self.interruptible and self.child is not None and self.child.poll() is None:
+            self.child.send_signal(signal.SIGINT)  # Ansible ends a run cleanly on SIGINT
+
+    def step(self, what, argv, interruptible=False):
+        self.say(what)
+        self.child = self.spawn(argv, cwd=str(self.plan.repo))
+        self.interruptible = interruptible
+        try:
+            return self.child.wait()
+        finally:
+            self.child, self.interruptible = None, False
+
+    def run(self):
+        p = self.plan
+        rc = 1
+        submitted = False
+        try:
+            if not self.ending:
+                rc = self.step("up.yml: the Ray cluster on this allocation's nodes", p.up(), interruptible=True)
+            if not self.ending and rc == 0:
+                submitted = True
+                rc = self.step(f"submit.yml: {p.spec} as {p.submission_id}, waiting for it to end", p.submit(), interruptible=True)
+        finally:
+            if self.ending and submitted:
+                # The job's record becomes final (STOPPED, SLURM_ALLOCATION_ENDING) before Ray goes away.
+                if self.step(f"job.yml: stopping {p.submission_id}", p.stop()) != 0:
+                    self.step(f"job.yml: the record of {p.submission_id} as it stands", p.status())
+            self.step("down.yml: Ray stopped on this allocation's nodes", p.down())
+        if self.ending:
+            self.say(f"ended by Slurm ({self.ending}); record of {p.submission_id} finalised")
+            return EXIT_ENDED_BY_SLURM
+        self.say(f"{p.submission_id}: {'SUCCEEDED' if rc == 0 else f'did not succeed (rc={rc})'}")
+        return 0 if rc == 0 else 1
+
+
+def main(argv=None):
+    try:
+        plan = make_plan(sys.argv[1:] if argv is None else argv, os.environ)
+    except BatchError as exc:
+        print(f"slurm_batch.py: {exc}", file=sys.stderr)
+        return 2
+    batch = Batch(plan)
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, batch.on_signal)
+    return batch.run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
