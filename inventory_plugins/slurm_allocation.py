@@ -10,6 +10,9 @@ description:
   - Each worker's C(ray_worker_num_gpus) is the number of GPUs the job holds on it (its C(gpu) GRES),
     and each node's C(ansible_host) is its Slurm C(NodeAddr) when that differs from its name.
   - The job is O(job_id), or the allocation the command runs in (C(SLURM_JOB_ID)).
+  - When C(VERL_RAY_SLURM_ALLOCATION) holds this job's allocation (scripts/slurm_batch.py sets it from what it
+    read when it started), that is used instead. A cancelled job's node list shrinks while it completes, and
+    Ray must still be stopped on every node.
   - The config file's name must end in C(slurm.yml) or C(slurm.yaml); everything else of the site
     (users, keys, the shared root) comes from the inventory folder's group_vars as usual.
 options:
@@ -58,7 +61,9 @@ class InventoryModule(BaseInventoryPlugin):
         super().parse(inventory, loader, path, cache)
         self._read_config_data(path)
         try:
-            alloc = slurm.allocation(self.get_option("job_id"), slurm.scontrol_runner(self.get_option("scontrol")))
+            job_id = self.get_option("job_id")
+            alloc = slurm.pinned(job_id, os.environ[slurm.PINNED_ENV]) if os.environ.get(slurm.PINNED_ENV) else None
+            alloc = alloc or slurm.allocation(job_id, slurm.scontrol_runner(self.get_option("scontrol")))
         except slurm.SlurmError as exc:
             raise AnsibleParserError(f"slurm_allocation: {exc}") from None
         for group in ("ray_cluster", "ray_head", "ray_workers"):

@@ -377,7 +377,9 @@ class Job:
                 f"state: {state} (ray: {job['status']})\nreason: {reason}\nerror_type: {job['error_type']}\n"
                 f"driver_exit_code: {job['driver_exit_code']}\nmessage: {job['message']}\n"))
             status["diagnosis"] = self.diagnose(log, status, job)
-            if status["diagnosis"]["kind"] == "unknown":
+            # Only a failure can be a dead node's: a stopped job's driver node is alive, and waiting for it
+            # to die would hold every stop for NODE_DEATH_WAIT_S.
+            if status["diagnosis"]["kind"] == "unknown" and state == "FAILED":
                 status["diagnosis"] = self.driver_node_death(job, nodes) or status["diagnosis"]
         self.save_status(status)
         return status

@@ -14,6 +14,10 @@ SIGNATURES = (
     # Set by ray_job itself (the status's reason) when a restarted head no longer knows a job.
     ("head_restarted", (r"^HEAD_RESTARTED$",),
      "Ray's head restarted during the job and forgot it: resubmit it (or resume it from its last whole checkpoint)"),
+    # Set by scripts/slurm_batch.py (through job.yml do=stop) when Slurm ends the allocation under the job.
+    ("slurm_allocation_ending", (r"^SLURM_ALLOCATION_ENDING$",),
+     ("the Slurm allocation ended (its time limit, or scancel) before the job did: ask for more time "
+      "(sbatch --time) or resume the job from its last whole checkpoint")),
     ("cuda_oom", (r"CUDA out of memory", r"torch\.(cuda\.)?OutOfMemoryError"),
      "a GPU ran out of memory: lower the micro batch size, enable offload or gradient checkpointing"),
     ("oom_kill", (r"ray\.exceptions\.OutOfMemoryError", r"Task was killed due to the node running low on memory",

@@ -8,6 +8,7 @@ from `scontrol` through one runner, so the parsing below is tested with Slurm's 
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import subprocess
 
@@ -19,6 +20,14 @@ ADDR_RULE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:-]{0,252}$")
 # One GRES of a detail line: name[:type]:count[(IDX:...)], e.g. gpu:a100:4(IDX:0-3).
 _GRES = re.compile(r"(?:^|,)([A-Za-z][\w.-]*)(?::([\w.-]+))?:(\d+)(?:\([^)]*\))?")
 _DETAIL = re.compile(r"^\s+Nodes=(\S+)\s.*?(?:\bGRES=(\S*))?$")
+
+
+# The allocation as the batch entry point read it when it started (JSON). Slurm's own view shrinks while a
+# cancelled job completes (released nodes leave its NodeList), but Ray must still be stopped on all of them.
+PINNED_ENV = "VERL_RAY_SLURM_ALLOCATION"
+# States in which the job holds its nodes: COMPLETING is a cancelled or timed-out job whose batch script
+# still runs (until KillWait), which is when the batch entry point stops the job and takes Ray down.
+HOLDING_STATES = ("RUNNING", "COMPLETING")
 
 
 class SlurmError(Exception):
@@ -39,6 +48,10 @@ class Allocation:
     @property
     def workers(self):
         return self.nodes[1:]
+
+    def to_json(self):
+        return json.dumps({"job_id": self.job_id, "nodes": list(self.nodes), "gpus": self.gpus,
+                           "addresses": self.addresses}, sort_keys=True)
 
 
 def checked_job_id(job_id, what="job_id"):
@@ -101,11 +114,44 @@ def scontrol_runner(scontrol="scontrol", timeout=30):
     return run
 
 
+def checked_allocation(job_id, nodes, gpus, addresses):
+    """An Allocation whose every name, address and count was checked (they become hosts and ssh targets)."""
+    nodes = tuple(nodes)
+    for node in nodes:
+        if not isinstance(node, str) or not NODE_RULE.match(node):
+            raise SlurmError(f"Slurm job {job_id}: node name {str(node)[:60]!r} is not a plain host name")
+    if len(nodes) < 2:
+        raise SlurmError(f"Slurm job {job_id} holds {len(nodes)} node(s): the Ray head takes no work, so an "
+                         "allocation needs at least 2 nodes (sbatch/salloc --nodes=2 or more)")
+    for node in nodes:
+        address = addresses.get(node, node)
+        if not isinstance(address, str) or not ADDR_RULE.match(address):
+            raise SlurmError(f"Slurm job {job_id}: node {node}'s address {str(address)[:60]!r} is not a "
+                             "host name or IP address")
+        count = gpus.get(node, 0)
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            raise SlurmError(f"Slurm job {job_id}: node {node}'s GPU count {str(count)[:20]!r} is not a number")
+    return Allocation(job_id=job_id, nodes=nodes, gpus={n: gpus.get(n, 0) for n in nodes},
+                      addresses={n: addresses.get(n, n) for n in nodes})
+
+
+def pinned(job_id, text):
+    """The allocation the batch entry point pinned (PINNED_ENV), when it is this job's; else None."""
+    job_id = checked_job_id(job_id)
+    try:
+        doc = json.loads(text)
+        if not isinstance(doc, dict) or doc.get("job_id") != job_id:
+            return None
+        return checked_allocation(job_id, doc["nodes"], dict(doc["gpus"]), dict(doc["addresses"]))
+    except (ValueError, TypeError, KeyError) as exc:
+        raise SlurmError(f"{PINNED_ENV}: not an allocation ({type(exc).__name__}); unset it to read Slurm") from None
+
+
 def allocation(job_id, run):
     """The allocation of a running Slurm job, read through `run` (see scontrol_runner)."""
     job_id = checked_job_id(job_id)
     state, nodelist, details = parse_job(run("show", "job", "-d", job_id), job_id)
-    if state != "RUNNING":
+    if state not in HOLDING_STATES:
         raise SlurmError(f"job_id: Slurm job {job_id} is {state or 'in an unknown state'}, not RUNNING: "
                          "it holds no nodes to run Ray on")
     nodes = tuple(run("show", "hostnames", nodelist).split())
@@ -113,19 +159,9 @@ def allocation(job_id, run):
     for expr, count in details:
         for node in run("show", "hostnames", expr).split():
             gpus[node] = count
-    for node in nodes:
-        if not NODE_RULE.match(node):
-            raise SlurmError(f"Slurm job {job_id}: node name {node[:60]!r} is not a plain host name")
-    if len(nodes) < 2:
-        raise SlurmError(f"Slurm job {job_id} holds {len(nodes)} node(s): the Ray head takes no work, so an "
-                         "allocation needs at least 2 nodes (sbatch/salloc --nodes=2 or more)")
+    checked_allocation(job_id, nodes, gpus, {})  # names and size, before they reach scontrol again
     addresses = parse_node_addresses(run("show", "node", "-o", nodelist))
-    for node in nodes:
-        if not ADDR_RULE.match(addresses.get(node, node)):
-            raise SlurmError(f"Slurm job {job_id}: node {node}'s address {addresses[node][:60]!r} is not a "
-                             "host name or IP address")
-    return Allocation(job_id=job_id, nodes=nodes, gpus={n: gpus.get(n, 0) for n in nodes},
-                      addresses={n: addresses.get(n, n) for n in nodes})
+    return checked_allocation(job_id, nodes, gpus, addresses)
 
 
 def inventory_vars(alloc):

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import lab  # noqa: E402 - the lab's own state, names and ssh
+import lab  # the lab's own state, names and ssh
 
 SLURM_DIR = lab.LAB_DIR / "slurm"
 CONF = SLURM_DIR / "slurm.conf"
@@ -102,9 +102,9 @@ def host_script(host, slurm_dir=SLURM_DIR):
     steps = [
         "set -e",
         "mkdir -p -m 0755 /run/munge /run/slurm/ctld /run/slurm/d",
-        f"{alive('/run/munge/munged.pid')} || munged --key-file={q(str(slurm_dir / 'munge.key'))} "
-        f"--socket=/run/munge/munge.socket.2 --pid-file=/run/munge/munged.pid --seed-file=/run/munge/seed "
-        f"--origin={host.ip} --log-file={q(str(log / f'munged-{host.name}.log'))}",
+        (f"{alive('/run/munge/munged.pid')} || munged --key-file={q(str(slurm_dir / 'munge.key'))} "
+         f"--socket=/run/munge/munge.socket.2 --pid-file=/run/munge/munged.pid --seed-file=/run/munge/seed "
+         f"--origin={host.ip} --log-file={q(str(log / f'munged-{host.name}.log'))}"),
     ]
     if host.role == "head":
         steps.append(f"{alive('/run/slurm/slurmctld.pid')} || slurmctld -f {conf}")

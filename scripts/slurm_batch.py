@@ -42,6 +42,8 @@ class Plan:
     submission_id: str
     slurm_job_id: str
     extra: tuple  # -e KEY=VALUE for submit.yml, as given
+    pinned: dict  # the allocation as read at the start, in the environment of every playbook run
+    summary: str = ""
 
     def playbook(self, name, *extra_vars):
         argv = [str(self.repo / ".venv" / "bin" / "ansible-playbook"), "-i", self.inventory, name]
@@ -67,15 +69,20 @@ class Plan:
         return self.playbook("down.yml")
 
 
-def _conventions(repo):
-    """The project's naming rules (module_utils/conventions.py is standard library only)."""
+def _project(repo):
+    """The project's naming rules and Slurm reader (both standard library only)."""
     sys.path.insert(0, str(repo / "module_utils"))
     import conventions
+    import slurm
 
-    return conventions
+    return conventions, slurm
 
 
-def make_plan(argv, env):
+def read_allocation(slurm, job_id):
+    return slurm.allocation(job_id, slurm.scontrol_runner())
+
+
+def make_plan(argv, env, read=read_allocation):
     """Check the arguments and the allocation; return what will run."""
     parser = argparse.ArgumentParser(prog="slurm_batch.py", description=__doc__)
     parser.add_argument("-i", "--inventory", required=True,
@@ -96,7 +103,7 @@ def make_plan(argv, env):
                          "the repository root or give --repo")
     if not (repo / ".venv" / "bin" / "ansible-playbook").is_file():
         raise BatchError(f"--repo: {repo}/.venv has no ansible-playbook: run `make venv` there first")
-    conventions = _conventions(repo)
+    conventions, slurm = _project(repo)
     inventory = (repo / args.inventory).resolve()
     if not inventory.exists():
         raise BatchError(f"--inventory: {args.inventory} does not exist under {repo}")
@@ -112,8 +119,14 @@ def make_plan(argv, env):
         if "=" not in value or not key or key in ("spec", "submission_id", "wait"):
             raise BatchError(f"-e: {value[:60]!r} must be KEY=VALUE for a JobSpec field "
                              "(spec, submission_id and wait are this script's own)")
+    try:
+        alloc = read(slurm, job_id)
+    except slurm.SlurmError as exc:
+        raise BatchError(str(exc)) from None
+    workers = ", ".join(f"{n} ({alloc.gpus[n]} GPUs)" for n in alloc.workers)
     return Plan(repo=repo, inventory=str(inventory), spec=args.spec, submission_id=sid, slurm_job_id=job_id,
-                extra=tuple(args.extra))
+                extra=tuple(args.extra), pinned={slurm.PINNED_ENV: alloc.to_json()},
+                summary=f"Slurm job {job_id}: Ray head on {alloc.head}, workers {workers}")
 
 
 class Batch:
@@ -137,7 +150,8 @@ class Batch:
 
     def step(self, what, argv, interruptible=False):
         self.say(what)
-        self.child = self.spawn(argv, cwd=str(self.plan.repo))
+        env = {**os.environ, **self.plan.pinned}
+        self.child = self.spawn(argv, cwd=str(self.plan.repo), env=env)
         self.interruptible = interruptible
         try:
             return self.child.wait()
@@ -148,6 +162,7 @@ class Batch:
         p = self.plan
         rc = 1
         submitted = False
+        self.say(p.summary)
         try:
             if not self.ending:
                 rc = self.step("up.yml: the Ray cluster on this allocation's nodes", p.up(), interruptible=True)
@@ -155,10 +170,9 @@ class Batch:
                 submitted = True
                 rc = self.step(f"submit.yml: {p.spec} as {p.submission_id}, waiting for it to end", p.submit(), interruptible=True)
         finally:
-            if self.ending and submitted:
-                # The job's record becomes final (STOPPED, SLURM_ALLOCATION_ENDING) before Ray goes away.
-                if self.step(f"job.yml: stopping {p.submission_id}", p.stop()) != 0:
-                    self.step(f"job.yml: the record of {p.submission_id} as it stands", p.status())
+            # The job's record becomes final (STOPPED, SLURM_ALLOCATION_ENDING) before Ray goes away.
+            if self.ending and submitted and self.step(f"job.yml: stopping {p.submission_id}", p.stop()) != 0:
+                self.step(f"job.yml: the record of {p.submission_id} as it stands", p.status())
             self.step("down.yml: Ray stopped on this allocation's nodes", p.down())
         if self.ending:
             self.say(f"ended by Slurm ({self.ending}); record of {p.submission_id} finalised")

@@ -4,6 +4,7 @@ import diagnosis
 import pytest
 
 EXCERPTS = {
+    "slurm_allocation_ending": ("status.json", "SLURM_ALLOCATION_ENDING\nJOB_SUPERVISOR_ACTOR_DIED\n"),
     "head_restarted": ("status.json", "HEAD_RESTARTED\nRay's head started again at 2026-11-23T10:00:00Z\n"),
     "cuda_oom": ("worker_err.log", ("Traceback (most recent call last):\n"
                  "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "

@@ -234,3 +234,25 @@ def test_a_failure_without_words_on_a_live_node_stays_unknown(ray, ray_config, c
             message="Job entrypoint command failed with exit code 1")
     code, out = run(capsys, action="wait", submission_id=SID, ray_config=ray_config)
     assert code == 0 and out["done"] and status_json(ray_config)["diagnosis"]["kind"] == "unknown"
+
+
+@pytest.mark.parametrize(("reason", "kind"), [("SLURM_ALLOCATION_ENDING", "slurm_allocation_ending"),
+                                               ("STOPPED_BY_USER", "unknown")])
+def test_a_stop_is_final_at_once_with_its_reason(ray, ray_config, capsys, monkeypatch, reason, kind):  # noqa: F811
+    submitted(capsys, ray, ray_config)
+    ray.set(SID, "RUNNING", driver_node_id="n-w1", start_time=int(ray.clock.now * 1000))
+    polls = []
+    monkeypatch.setattr(rc, "list_nodes", lambda url: polls.append(url) or [HEAD, WORKER])
+    code, out = run(capsys, action="stop", submission_id=SID, stop_reason=reason, ray_config=ray_config)
+    assert code == 0 and out["changed"] and ray.stopped == [SID]
+    status = status_json(ray_config)
+    assert status["final"] and status["state"] == "STOPPED" and status["reason"] == reason
+    assert status["diagnosis"]["kind"] == kind
+    # The driver's node is alive: nobody waits for it to die (once for the record's snapshot only).
+    assert len(polls) == 1
+
+
+def test_a_stop_reason_outside_the_choices_is_refused(ray, ray_config, capsys):  # noqa: F811
+    submitted(capsys, ray, ray_config)
+    code, out = run(capsys, action="stop", submission_id=SID, stop_reason="$(reboot)", ray_config=ray_config)
+    assert code == 1 and "stop_reason" in out["msg"] and ray.stopped == []

@@ -33,3 +33,11 @@ def test_every_module_has_its_documentation_examples_and_return():
 def test_every_lookup_is_documented():
     lookups = names("lookup_plugins")
     assert sorted(ansible_doc("lookup", lookups)) == lookups
+
+
+def test_every_inventory_plugin_is_documented():
+    plugins = names("inventory_plugins")
+    found = ansible_doc("inventory", plugins)
+    assert sorted(found) == plugins
+    for name, entry in found.items():
+        assert entry["doc"]["options"]["plugin"]["choices"] == [name] and entry["examples"], name
