@@ -1,0 +1,343 @@
+"""A Slurm allocation as an inventory (module_utils/slurm.py, the slurm_allocation plugin) and the batch
+entry point's plan and steps (scripts/slurm_batch.py). Slurm's answers are real scontrol output from the lab
+(tests/unit/data/slurm/); the plugin runs in the real ansible-inventory with a scontrol that prints them."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DATA = os.path.join(ROOT, "tests", "unit", "data", "slurm")
+sys.path.insert(0, os.path.join(ROOT, "module_utils"))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import lab_slurm
+import slurm
+import slurm_batch
+
+JOB = "59544061"
+HOSTNAMES = {"lab-worker[1-2]": "lab-worker1\nlab-worker2\n", "a[1-2]": "a1\na2\n", "a1": "a1\n", "a2": "a2\n",
+             "lab-worker1": "lab-worker1\n"}
+
+
+def read(name):
+    with open(os.path.join(DATA, name), encoding="utf-8") as handle:
+        return handle.read()
+
+
+def fake_scontrol(job_text, node_text=None):
+    calls = []
+
+    def run(*args):
+        calls.append(args)
+        if args[:2] == ("show", "job"):
+            return job_text
+        if args[:2] == ("show", "hostnames"):
+            return HOSTNAMES[args[2]]
+        if args[:2] == ("show", "node"):
+            return node_text if node_text is not None else read("show_node_o.txt")
+        raise AssertionError(args)
+    run.calls = calls
+    return run
+
+
+def test_the_labs_allocation_is_a_head_and_a_worker_with_its_gpus():
+    alloc = slurm.allocation(JOB, fake_scontrol(read("show_job_d.txt")))
+    assert alloc.head == "lab-worker1" and alloc.workers == ("lab-worker2",)
+    assert alloc.gpus == {"lab-worker1": 3, "lab-worker2": 3}
+    assert alloc.addresses == {"lab-worker1": "198.18.0.11", "lab-worker2": "198.18.0.12"}
+    assert slurm.inventory_vars(alloc) == {
+        "lab-worker1": {"slurm_job_id": JOB, "ansible_host": "198.18.0.11"},
+        "lab-worker2": {"slurm_job_id": JOB, "ansible_host": "198.18.0.12", "ray_worker_num_gpus": 3}}
+
+
+def test_nodes_with_different_gres_each_get_their_own_count():
+    text = read("show_job_d.txt").replace("lab-worker[1-2]", "a[1-2]").replace(
+        "     Nodes=a[1-2] CPU_IDs=0 Mem=0 GRES=gpu:3(IDX:0-2)\n",
+        "     Nodes=a1 CPU_IDs=0-7 Mem=0 GRES=gpu:a100:8(IDX:0-7)\n"
+        "     Nodes=a2 CPU_IDs=0-7 Mem=0 GRES=gpu:a100:2(IDX:0,3),nvme:1(IDX:0)\n")
+    alloc = slurm.allocation(JOB, fake_scontrol(text, "NodeName=a1 NodeAddr=a1\nNodeName=a2 NodeAddr=10.0.0.2\n"))
+    assert alloc.gpus == {"a1": 8, "a2": 2} and alloc.addresses == {"a1": "a1", "a2": "10.0.0.2"}
+    assert slurm.inventory_vars(alloc)["a1"] == {"slurm_job_id": JOB}  # the name is its address
+
+
+@pytest.mark.parametrize(("gres", "gpus"), [("gpu:4(IDX:0-3)", 4), ("gpu:h100:2(IDX:0-1),gpu:a10:1(IDX:2)", 3),
+                                            ("nvme:1", 0), ("", 0), (None, 0)])
+def test_gpu_count(gres, gpus):
+    assert slurm.gpu_count(gres) == gpus
+
+
+def test_a_job_without_gres_gives_its_workers_no_gpus():
+    text = read("show_job_d.txt").replace(" GRES=gpu:3(IDX:0-2)", "")
+    assert slurm.allocation(JOB, fake_scontrol(text)).gpus["lab-worker2"] == 0
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (("JobState=RUNNING", "JobState=PENDING"), f"Slurm job {JOB} is PENDING, not RUNNING"),
+    (("JobState=RUNNING", "JobState=COMPLETED"), "is COMPLETED, not RUNNING: it holds no nodes"),
+    (("NodeList=lab-worker[1-2]", "NodeList=lab-worker1"), "holds 1 node(s): the Ray head takes no work"),
+    (("JobId=59544061", "JobId=7"), f"scontrol did not describe Slurm job {JOB}"),
+])
+def test_an_allocation_that_cannot_be_a_cluster_is_refused_in_one_line(edit, message):
+    with pytest.raises(slurm.SlurmError) as err:
+        slurm.allocation(JOB, fake_scontrol(read("show_job_d.txt").replace(*edit)))
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_completing_job_still_holds_its_nodes():
+    text = read("show_job_d.txt").replace("JobState=RUNNING", "JobState=COMPLETING")
+    assert slurm.allocation(JOB, fake_scontrol(text)).nodes == ("lab-worker1", "lab-worker2")
+
+
+@pytest.mark.parametrize(("node_text", "field"), [
+    ("NodeName=lab-worker1 NodeAddr=198.18.0.11\nNodeName=lab-worker2 NodeAddr=-oProxyCommand=x\n", "address"),
+    ("NodeName=lab-worker1 NodeAddr=198.18.0.11\nNodeName=lab-worker2 NodeAddr=a;reboot\n", "address"),
+])
+def test_an_address_that_is_not_a_host_is_refused(node_text, field):
+    with pytest.raises(slurm.SlurmError, match=f"node lab-worker2's {field}"):
+        slurm.allocation(JOB, fake_scontrol(read("show_job_d.txt"), node_text))
+
+
+def test_a_node_name_that_is_not_a_host_is_refused():
+    HOSTNAMES["evil"] = "lab-worker1\n$(reboot)\n"
+    text = read("show_job_d.txt").replace("NodeList=lab-worker[1-2]", "NodeList=evil")
+    with pytest.raises(slurm.SlurmError, match=r"node name '\$\(reboot\)' is not a plain host name"):
+        slurm.allocation(JOB, fake_scontrol(text))
+
+
+@pytest.mark.parametrize("job_id", ["", "abc", "12;reboot", "1" * 13, "-1"])
+def test_a_job_id_is_digits(job_id):
+    with pytest.raises(slurm.SlurmError, match="job_id"):
+        slurm.checked_job_id(job_id)
+    assert slurm.checked_job_id("12_3") == "12_3"
+
+
+def test_a_pinned_allocation_is_used_only_for_its_own_job_and_is_checked():
+    alloc = slurm.allocation(JOB, fake_scontrol(read("show_job_d.txt")))
+    assert slurm.pinned(JOB, alloc.to_json()) == alloc
+    assert slurm.pinned("123", alloc.to_json()) is None
+    with pytest.raises(slurm.SlurmError, match=slurm.PINNED_ENV):
+        slurm.pinned(JOB, "{not json")
+    doc = json.loads(alloc.to_json())
+    doc["addresses"]["lab-worker2"] = "x y"
+    with pytest.raises(slurm.SlurmError, match="address"):
+        slurm.pinned(JOB, json.dumps(doc))
+    doc = json.loads(alloc.to_json())
+    doc["gpus"]["lab-worker2"] = "4; reboot"
+    with pytest.raises(slurm.SlurmError, match="GPU count"):
+        slurm.pinned(JOB, json.dumps(doc))
+
+
+def test_scontrol_missing_or_failing_is_one_line(tmp_path):
+    with pytest.raises(slurm.SlurmError, match="not found: run on a node of the Slurm cluster"):
+        slurm.scontrol_runner(str(tmp_path / "no-scontrol"))("show", "job", "1")
+    failing = tmp_path / "scontrol"
+    failing.write_text("#!/bin/sh\necho 'slurm_load_jobs error: Invalid job id specified' >&2\nexit 1\n")
+    failing.chmod(0o755)
+    with pytest.raises(slurm.SlurmError, match="show job 1: slurm_load_jobs error: Invalid job id specified$"):
+        slurm.scontrol_runner(str(failing))("show", "job", "1")
+
+
+# ------------------------------------------------------------------ the inventory plugin, in ansible-inventory
+
+
+def site(tmp_path, job_text):
+    """An inventory folder whose slurm.yml asks a scontrol that answers like the lab's Slurm."""
+    scontrol = tmp_path / "scontrol"
+    (tmp_path / "job.txt").write_text(job_text)
+    (tmp_path / "node.txt").write_text(read("show_node_o.txt"))
+    scontrol.write_text(f"""#!/bin/sh
+case "$1 $2" in
+  "show job") cat {tmp_path}/job.txt ;;
+  "show node") cat {tmp_path}/node.txt ;;
+  "show hostnames") echo lab-worker1; echo lab-worker2 ;;
+esac
+""")
+    scontrol.chmod(0o755)
+    inv = tmp_path / "inv"
+    (inv / "group_vars").mkdir(parents=True)
+    (inv / "slurm.yml").write_text(f"plugin: slurm_allocation\nscontrol: {scontrol}\n")
+    (inv / "group_vars" / "ray_cluster.yml").write_text("ray_worker_num_gpus: 99\nsite_setting: kept\n")
+    return inv
+
+
+def inventory(inv, **env):
+    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-inventory"), "-i", str(inv),
+                           "--list"], cwd=ROOT, capture_output=True, text=True, check=False, timeout=60,
+                          env={k: v for k, v in dict(os.environ, **env).items() if v is not None})
+    return proc.returncode, json.loads(proc.stdout) if proc.returncode == 0 else proc.stderr
+
+
+def test_ansible_inventory_makes_the_allocation_a_cluster(tmp_path):
+    rc, doc = inventory(site(tmp_path, read("show_job_d.txt")), SLURM_JOB_ID=JOB)
+    assert rc == 0, doc
+    assert doc["ray_head"]["hosts"] == ["lab-worker1"] and doc["ray_workers"]["hosts"] == ["lab-worker2"]
+    assert sorted(doc["ray_cluster"]["children"]) == ["ray_head", "ray_workers"]
+    worker = doc["_meta"]["hostvars"]["lab-worker2"]
+    # Slurm's count wins over the site's group_vars; the site's other settings stay.
+    assert worker["ray_worker_num_gpus"] == 3 and worker["site_setting"] == "kept"
+    # What Slurm said is data, never a template: Ansible keeps it marked unsafe.
+    assert worker["ansible_host"] == {"__ansible_unsafe": "198.18.0.12"}
+    assert worker["slurm_job_id"] in (JOB, {"__ansible_unsafe": JOB})
+
+
+def test_ansible_inventory_fails_in_one_line_outside_an_allocation(tmp_path):
+    rc, err = inventory(site(tmp_path, read("show_job_d.txt")), SLURM_JOB_ID=None)
+    assert rc != 0 and "slurm_allocation: job_id: no Slurm job id (run inside an allocation" in err
+
+
+def test_ansible_inventory_uses_the_pinned_allocation(tmp_path):
+    # Slurm now says one node (the job is completing), the batch script pinned both.
+    pinned = slurm.allocation(JOB, fake_scontrol(read("show_job_d.txt"))).to_json()
+    inv = site(tmp_path, read("show_job_d.txt").replace("JobState=RUNNING", "JobState=COMPLETED"))
+    rc, doc = inventory(inv, SLURM_JOB_ID=JOB, **{slurm.PINNED_ENV: pinned})
+    assert rc == 0 and doc["ray_workers"]["hosts"] == ["lab-worker2"], doc
+    rc, err = inventory(inv, SLURM_JOB_ID=JOB)
+    assert rc != 0 and "is COMPLETED, not RUNNING" in err
+
+
+# ------------------------------------------------------------------ the batch entry point
+
+
+def env(**extra):
+    return {"SLURM_JOB_ID": JOB, "SLURM_SUBMIT_DIR": ROOT, **extra}
+
+
+def lab_allocation(_slurm, job_id):
+    return slurm.allocation(job_id, fake_scontrol(read("show_job_d.txt")))
+
+
+def plan(*args, **extra):
+    return slurm_batch.make_plan(["-i", "inventory/slurm-lab", "--spec", "smoke", *args], env(**extra),
+                                 read=lab_allocation)
+
+
+def test_the_plan_runs_the_runbook_with_the_allocation_pinned():
+    p = plan("-e", "timeouts.max_run_s=600")
+    assert p.submission_id == f"slurm-{JOB}-smoke" and p.repo == type(p.repo)(ROOT)
+    assert p.up()[1:] == ["-i", os.path.join(ROOT, "inventory", "slurm-lab"), "up.yml"]
+    assert p.submit()[3:] == ["submit.yml", "-e", "spec=smoke", "-e", f"submission_id=slurm-{JOB}-smoke",
+                              "-e", "wait=true", "-e", f"metadata.slurm_job_id={JOB}",
+                              "-e", "timeouts.max_run_s=600"]
+    assert p.stop()[-2:] == ["-e", "stop_reason=SLURM_ALLOCATION_ENDING"]
+    assert json.loads(p.pinned[slurm.PINNED_ENV])["nodes"] == ["lab-worker1", "lab-worker2"]
+    assert p.summary == f"Slurm job {JOB}: Ray head on lab-worker1, workers lab-worker2 (3 GPUs)"
+
+
+@pytest.mark.parametrize(("args", "extra", "field"), [
+    (["--spec", "../etc/passwd"], {}, "--spec: '../etc/passwd' is not a spec name"),
+    (["--spec", "nosuchspec"], {}, "--spec: there is no jobspecs/nosuchspec.yaml"),
+    (["--id", "a b"], {}, "--id: 'a b' is not a submission id"),
+    (["--id", "../x"], {}, "--id: '../x' is not a submission id"),
+    (["-e", "noequals"], {}, "-e: 'noequals' must be KEY=VALUE"),
+    (["-e", "submission_id=other"], {}, "-e: 'submission_id=other' must be KEY=VALUE"),
+    (["-i", "inventory/nosuch"], {}, "--inventory: inventory/nosuch does not exist"),
+    ([], {"SLURM_JOB_ID": ""}, "SLURM_JOB_ID is not set: run this through sbatch"),
+    ([], {"SLURM_SUBMIT_DIR": "/"}, "--repo: / is not this project's folder"),
+])
+def test_bad_arguments_are_refused_naming_the_field(args, extra, field):
+    with pytest.raises(slurm_batch.BatchError) as err:
+        plan(*args, **extra)
+    assert str(err.value).startswith(field) and "\n" not in str(err.value)
+
+
+def test_an_allocation_slurm_refuses_stops_the_plan():
+    def one_node(_slurm, job_id):
+        text = read("show_job_d.txt").replace("NodeList=lab-worker[1-2]", "NodeList=lab-worker1")
+        return slurm.allocation(job_id, fake_scontrol(text))
+    with pytest.raises(slurm_batch.BatchError, match="needs at least 2 nodes"):
+        slurm_batch.make_plan(["-i", "inventory/slurm-lab", "--spec", "smoke"], env(), read=one_node)
+
+
+class Child:
+    """A playbook run: ends with rc, or when signalled (SIGINT), or hands control to `during` first."""
+
+    def __init__(self, argv, rc, during=None):
+        self.argv, self.rc, self.during, self.signals = argv, rc, during, []
+
+    def poll(self):
+        return None
+
+    def send_signal(self, signum):
+        self.signals.append(signum)
+
+    def wait(self):
+        if self.during:
+            self.during()
+        return 130 if self.signals else self.rc
+
+
+def batch(rcs=None, during=None):
+    """A Batch whose playbook runs are recorded; rcs and during are keyed by playbook name."""
+    rcs, during = rcs or {}, during or {}
+    b = slurm_batch.Batch(plan(), say=lambda line: said.append(line))
+    said, runs = [], []
+
+    def spawn(argv, cwd, env):
+        name = argv[3]
+        assert env[slurm.PINNED_ENV] == b.plan.pinned[slurm.PINNED_ENV] and cwd == ROOT
+        child = Child(argv, rcs.get(name, 0), during.get(name) and (lambda: during[name](b)))
+        runs.append(child)
+        return child
+    b.spawn = spawn
+    return b, runs, said
+
+
+def names(runs):
+    return [c.argv[3] + (" stop" if "do=stop" in c.argv else "") for c in runs]
+
+
+def test_a_job_that_ends_runs_up_submit_down():
+    b, runs, said = batch()
+    assert b.run() == 0 and names(runs) == ["up.yml", "submit.yml", "down.yml"]
+    assert said[-1] == f"slurm-{JOB}-smoke: SUCCEEDED"
+
+
+def test_a_failed_up_submits_nothing_and_still_takes_ray_down():
+    b, runs, _ = batch(rcs={"up.yml": 2})
+    assert b.run() == 1 and names(runs) == ["up.yml", "down.yml"]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGUSR1, signal.SIGTERM])
+def test_slurms_signal_during_the_job_stops_it_for_the_record_then_takes_ray_down(signum):
+    b, runs, said = batch(during={"submit.yml": lambda b: b.on_signal(signum)})
+    assert b.run() == slurm_batch.EXIT_ENDED_BY_SLURM
+    assert names(runs) == ["up.yml", "submit.yml", "job.yml stop", "down.yml"]
+    assert runs[1].signals == [signal.SIGINT]  # the wait was cut short
+    assert f"ended by Slurm ({signal.Signals(signum).name})" in said[-1]
+
+
+def test_a_signal_during_up_submits_nothing():
+    b, runs, _ = batch(during={"up.yml": lambda b: b.on_signal(signal.SIGTERM)})
+    assert b.run() == slurm_batch.EXIT_ENDED_BY_SLURM and names(runs) == ["up.yml", "down.yml"]
+
+
+def test_a_signal_while_ray_is_taken_down_never_interrupts_it():
+    b, runs, _ = batch(during={"down.yml": lambda b: b.on_signal(signal.SIGTERM)})
+    b.run()
+    assert names(runs) == ["up.yml", "submit.yml", "down.yml"] and runs[-1].signals == []
+
+
+def test_a_stop_that_fails_leaves_the_record_read_once_more():
+    b, runs, _ = batch(rcs={"job.yml": 2}, during={"submit.yml": lambda b: b.on_signal(signal.SIGTERM)})
+    b.run()
+    assert names(runs) == ["up.yml", "submit.yml", "job.yml stop", "job.yml", "down.yml"]
+
+
+# ------------------------------------------------------------------ the lab's Slurm configuration
+
+
+def test_the_labs_slurm_conf_names_every_worker_and_the_head_as_controller():
+    import lab
+    hosts = lab.plan_hosts(2)
+    text = lab_slurm.render_slurm_conf(hosts[0], hosts[1:], 2, 1234)
+    assert "SlurmctldHost=lab-head(198.18.0.10)" in text and "FirstJobId=1234" in text
+    assert "NodeName=lab-worker2 NodeAddr=198.18.0.12 CPUs=2 Gres=gpu:4 State=UNKNOWN" in text
+    assert "PartitionName=lab Nodes=lab-worker1,lab-worker2 Default=YES" in text
+    assert lab_slurm.render_gres_conf(hosts[1:2]) == "NodeName=lab-worker1 Name=gpu File=/run/lab-gpu/gpu[0-3]\n"
+    assert "slurmctld -f" in lab_slurm.host_script(hosts[0]) and "slurmd" not in lab_slurm.host_script(hosts[0])
+    assert "slurmd -f" in lab_slurm.host_script(hosts[1]) and "-N lab-worker1" in lab_slurm.host_script(hosts[1])
+    assert 1000 <= lab_slurm.first_job_id(1.8e9) < 67043328
