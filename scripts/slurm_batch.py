@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -28,6 +29,8 @@ from pathlib import Path
 # Slurm runs a copy of this file from its spool, so the project is found from the submit directory.
 STOP_SIGNALS = (signal.SIGUSR1, signal.SIGTERM, signal.SIGINT)
 EXIT_ENDED_BY_SLURM = 3
+# A -e key names a JobSpec field (dotted for nested ones): never '@file', which ansible-playbook would read as vars.
+EXTRA_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*$")
 
 
 class BatchError(Exception):
@@ -116,7 +119,7 @@ def make_plan(argv, env, read=read_allocation):
         raise BatchError(f"--id: {sid[:60]!r} is not a submission id ({conventions.ID_RULE[1]})")
     for value in args.extra:
         key = value.split("=", 1)[0]
-        if "=" not in value or not key or key in ("spec", "submission_id", "wait"):
+        if "=" not in value or not EXTRA_KEY.match(key) or key in ("spec", "submission_id", "wait"):
             raise BatchError(f"-e: {value[:60]!r} must be KEY=VALUE for a JobSpec field "
                              "(spec, submission_id and wait are this script's own)")
     try:

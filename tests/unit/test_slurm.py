@@ -234,6 +234,8 @@ def test_the_plan_runs_the_runbook_with_the_allocation_pinned():
     (["--id", "../x"], {}, "--id: '../x' is not a submission id"),
     (["-e", "noequals"], {}, "-e: 'noequals' must be KEY=VALUE"),
     (["-e", "submission_id=other"], {}, "-e: 'submission_id=other' must be KEY=VALUE"),
+    (["-e", "@/etc/shadow=x"], {}, "-e: '@/etc/shadow=x' must be KEY=VALUE"),
+    (["-e", '{"env": 1}=x'], {}, "-e: '{\"env\": 1}=x' must be KEY=VALUE"),
     (["-i", "inventory/nosuch"], {}, "--inventory: inventory/nosuch does not exist"),
     ([], {"SLURM_JOB_ID": ""}, "SLURM_JOB_ID is not set: run this through sbatch"),
     ([], {"SLURM_SUBMIT_DIR": "/"}, "--repo: / is not this project's folder"),
