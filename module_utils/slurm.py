@@ -19,7 +19,7 @@ NODE_RULE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]{0,252}$")
 ADDR_RULE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:-]{0,252}$")
 # One GRES of a detail line: name[:type]:count[(IDX:...)], e.g. gpu:a100:4(IDX:0-3).
 _GRES = re.compile(r"(?:^|,)([A-Za-z][\w.-]*)(?::([\w.-]+))?:(\d+)(?:\([^)]*\))?")
-_DETAIL = re.compile(r"^\s+Nodes=(\S+)\s.*?(?:\bGRES=(\S*))?$")
+_GRES_FIELD = re.compile(r"\sGRES=(\S*)")
 
 
 # The allocation as the batch entry point read it when it started (JSON). Slurm's own view shrinks while a
@@ -65,8 +65,21 @@ def checked_job_id(job_id, what="job_id"):
 
 
 def parse_fields(text):
-    """key=value words of scontrol's output (values without spaces, which is all we read)."""
-    return dict(re.findall(r"(?:^|\s)([A-Za-z_/:]+)=(\S*)", text))
+    """key=value words of scontrol's output, the first of each key: free text (a job's Comment, WorkDir, a
+    node's Reason) may hold words that look like fields, and scontrol prints it after the fields we read."""
+    fields = {}
+    for key, value in re.findall(r"(?:^|\s)([A-Za-z_/:]+)=(\S*)", text):
+        fields.setdefault(key, value)
+    return fields
+
+
+def _line_fields(text, key):
+    """The fields of the first line that starts with key= (scontrol puts JobState, NodeList... each at the
+    start of its own line, before any free text)."""
+    for line in text.splitlines():
+        if line.lstrip().startswith(key + "="):
+            return parse_fields(line.split(" JobName=")[0])
+    return {}
 
 
 def gpu_count(gres):
@@ -76,15 +89,23 @@ def gpu_count(gres):
 
 def parse_job(text, job_id):
     """(state, nodelist expression, [(nodes expression, gpus)]) from `scontrol show job -d`."""
-    fields = parse_fields(text.split("\n\n")[0])
-    if fields.get("JobId", "").split("_")[0] != job_id.split("_")[0] and fields.get("JobId") != job_id:
+    text = text.split("\n\n")[0]  # one record (a heterogeneous job prints one per component)
+    ids = _line_fields(text, "JobId")
+    array_id = f"{ids.get('ArrayJobId')}_{ids.get('ArrayTaskId')}" if "ArrayTaskId" in ids else None
+    if job_id not in (ids.get("JobId"), array_id):
         raise SlurmError(f"job_id: scontrol did not describe Slurm job {job_id}")
     details = []
     for line in text.splitlines():
-        match = _DETAIL.match(line)
-        if match and "CPU_IDs=" in line:
-            details.append((match.group(1), gpu_count(match.group(2))))
-    return fields.get("JobState", ""), fields.get("NodeList", ""), details
+        if line.lstrip().startswith("Nodes=") and "CPU_IDs=" in line:
+            gres = _GRES_FIELD.search(line)
+            details.append((parse_fields(line)["Nodes"], gpu_count(gres.group(1) if gres else "")))
+    job_gres = _line_fields(text, "JOB_GRES").get("JOB_GRES", "")
+    if "gpu" in job_gres and not any(count for _, count in details):
+        # Fail closed: a job that holds GPUs must not become a cluster whose workers offer none.
+        raise SlurmError(f"job_id: Slurm job {job_id} holds {job_gres} but no node's GPUs could be read from "
+                         "`scontrol show job -d` (its detail lines have no GRES=gpu:N)")
+    return (_line_fields(text, "JobState").get("JobState", ""), _line_fields(text, "NodeList").get("NodeList", ""),
+            details)
 
 
 def parse_node_addresses(text):
@@ -142,6 +163,8 @@ def pinned(job_id, text):
         doc = json.loads(text)
         if not isinstance(doc, dict) or doc.get("job_id") != job_id:
             return None
+        if not isinstance(doc["nodes"], list) or not all(isinstance(n, str) for n in doc["nodes"]):
+            raise TypeError("nodes is not a list of names")
         return checked_allocation(job_id, doc["nodes"], dict(doc["gpus"]), dict(doc["addresses"]))
     except (ValueError, TypeError, KeyError) as exc:
         raise SlurmError(f"{PINNED_ENV}: not an allocation ({type(exc).__name__}); unset it to read Slurm") from None

@@ -122,8 +122,10 @@ def host_script(host, slurm_dir=SLURM_DIR):
 
 def write_config(head, workers):
     (SLURM_DIR / "log").mkdir(parents=True, exist_ok=True)
-    if not KEY.exists():
-        KEY.write_bytes(secrets.token_bytes(1024))
+    if not KEY.exists():  # created 0600: the key never exists readable by others, even for a moment
+        fd = os.open(KEY, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(secrets.token_bytes(1024))
     os.chmod(KEY, 0o600)
     # Job ids follow the clock only for a controller that starts now: a running one keeps its own.
     first = first_job_id(time.time())

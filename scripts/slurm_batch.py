@@ -19,6 +19,7 @@ import argparse
 import dataclasses
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -31,6 +32,22 @@ STOP_SIGNALS = (signal.SIGUSR1, signal.SIGTERM, signal.SIGINT)
 EXIT_ENDED_BY_SLURM = 3
 # A -e key names a JobSpec field (dotted for nested ones): never '@file', which ansible-playbook would read as vars.
 EXTRA_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*$")
+# This script's own: a -e must not change what it submits, whether it waits, or how Ansible connects.
+RESERVED_KEYS = ("spec", "submission_id", "wait", "id", "do", "stop_reason")
+
+
+def check_extra(value):
+    """One -e value as ansible-playbook reads it: words (quotes kept together), each KEY=VALUE."""
+    try:
+        words = shlex.split(value)
+    except ValueError:
+        words = []
+    keys = [w.split("=", 1)[0] if "=" in w else None for w in words]
+    if not words or value.lstrip()[:1] in "@{[" or any(
+            k is None or not EXTRA_KEY.match(k) or k.split(".")[0] in RESERVED_KEYS or k.startswith("ansible_")
+            for k in keys):
+        raise BatchError(f"-e: {value[:60]!r} must be KEY=VALUE for a JobSpec field "
+                         f"({', '.join(RESERVED_KEYS)} and ansible_* are not)")
 
 
 class BatchError(Exception):
@@ -107,9 +124,15 @@ def make_plan(argv, env, read=read_allocation):
     if not (repo / ".venv" / "bin" / "ansible-playbook").is_file():
         raise BatchError(f"--repo: {repo}/.venv has no ansible-playbook: run `make venv` there first")
     conventions, slurm = _project(repo)
+    try:
+        slurm.checked_job_id(job_id, "SLURM_JOB_ID")
+    except slurm.SlurmError as exc:
+        raise BatchError(str(exc)) from None
     inventory = (repo / args.inventory).resolve()
-    if not inventory.exists():
-        raise BatchError(f"--inventory: {args.inventory} does not exist under {repo}")
+    configs = [inventory / n for n in ("slurm.yml", "slurm.yaml")] if inventory.is_dir() else [inventory]
+    if not any(c.is_file() and "slurm_allocation" in c.read_text(errors="replace") for c in configs):
+        raise BatchError(f"--inventory: {args.inventory} is not a Slurm inventory (a folder with a slurm.yml "
+                         "saying `plugin: slurm_allocation`, like inventory/example-slurm)")
     if not conventions.matches(conventions.NAME_RULE, args.spec):
         raise BatchError(f"--spec: {args.spec[:60]!r} is not a spec name (letters, digits, '.', '_', '-')")
     if not (repo / "jobspecs" / f"{args.spec}.yaml").is_file():
@@ -118,10 +141,7 @@ def make_plan(argv, env, read=read_allocation):
     if not conventions.matches(conventions.ID_RULE, sid):
         raise BatchError(f"--id: {sid[:60]!r} is not a submission id ({conventions.ID_RULE[1]})")
     for value in args.extra:
-        key = value.split("=", 1)[0]
-        if "=" not in value or not EXTRA_KEY.match(key) or key in ("spec", "submission_id", "wait"):
-            raise BatchError(f"-e: {value[:60]!r} must be KEY=VALUE for a JobSpec field "
-                             "(spec, submission_id and wait are this script's own)")
+        check_extra(value)
     try:
         alloc = read(slurm, job_id)
     except slurm.SlurmError as exc:
@@ -144,41 +164,61 @@ class Batch:
         self.interruptible = False  # only up and submit are cut short; stop and down must finish
 
     def on_signal(self, signum, _frame=None):
+        """Only flags and signals: the main flow says what happened (print is not safe in a handler)."""
         if self.ending:
             return
         self.ending = signal.Signals(signum).name
-        self.say(f"{self.ending}: the allocation is ending; stopping the step under way")
-        if self.interruptible and self.child is not None and self.child.poll() is None:
-            self.child.send_signal(signal.SIGINT)  # Ansible ends a run cleanly on SIGINT
+        self.interrupt()
+
+    def interrupt(self):
+        child = self.child
+        if self.interruptible and child is not None and child.poll() is None:
+            child.send_signal(signal.SIGINT)  # Ansible ends a run cleanly on SIGINT
 
     def step(self, what, argv, interruptible=False):
+        """Run one playbook; returns its exit code (None when a signal came first and it never started)."""
+        # interruptible is set before the child exists and checked again after: a signal in between is not lost.
+        self.interruptible = interruptible
+        if interruptible and self.ending:
+            self.interruptible = False
+            return None
         self.say(what)
         env = {**os.environ, **self.plan.pinned}
-        self.child = self.spawn(argv, cwd=str(self.plan.repo), env=env)
-        self.interruptible = interruptible
         try:
+            self.child = self.spawn(argv, cwd=str(self.plan.repo), env=env)
+            if self.ending:
+                self.interrupt()
             return self.child.wait()
         finally:
             self.child, self.interruptible = None, False
 
     def run(self):
         p = self.plan
-        rc = 1
-        submitted = False
+        rc, submitted, cut_short, stopped = 1, False, False, None
         self.say(p.summary)
         try:
-            if not self.ending:
-                rc = self.step("up.yml: the Ray cluster on this allocation's nodes", p.up(), interruptible=True)
-            if not self.ending and rc == 0:
+            rc = self.step("up.yml: the Ray cluster on this allocation's nodes", p.up(), interruptible=True)
+            cut_short = self.ending is not None
+            if not cut_short and rc == 0:
                 submitted = True
-                rc = self.step(f"submit.yml: {p.spec} as {p.submission_id}, waiting for it to end", p.submit(), interruptible=True)
+                rc = self.step(f"submit.yml: {p.spec} as {p.submission_id}, waiting for it to end", p.submit(),
+                               interruptible=True)
+                cut_short = self.ending is not None
         finally:
+            cut_short = cut_short or (self.ending is not None and submitted and rc is None)
+            if self.ending:
+                self.say(f"{self.ending}: the allocation is ending")
             # The job's record becomes final (STOPPED, SLURM_ALLOCATION_ENDING) before Ray goes away.
-            if self.ending and submitted and self.step(f"job.yml: stopping {p.submission_id}", p.stop()) != 0:
-                self.step(f"job.yml: the record of {p.submission_id} as it stands", p.status())
+            if cut_short and submitted:
+                stopped = self.step(f"job.yml: stopping {p.submission_id}", p.stop())
+                if stopped != 0:
+                    self.step(f"job.yml: the record of {p.submission_id} as it stands", p.status())
             self.step("down.yml: Ray stopped on this allocation's nodes", p.down())
-        if self.ending:
-            self.say(f"ended by Slurm ({self.ending}); record of {p.submission_id} finalised")
+        if cut_short:
+            what = ("nothing was submitted" if not submitted else
+                    f"{p.submission_id} stopped, its record says SLURM_ALLOCATION_ENDING" if stopped == 0 else
+                    f"stopping {p.submission_id} failed (rc={stopped}): see job.yml's output above")
+            self.say(f"ended by Slurm ({self.ending}): {what}")
             return EXIT_ENDED_BY_SLURM
         self.say(f"{p.submission_id}: {'SUCCEEDED' if rc == 0 else f'did not succeed (rc={rc})'}")
         return 0 if rc == 0 else 1

@@ -71,8 +71,36 @@ def test_gpu_count(gres, gpus):
 
 
 def test_a_job_without_gres_gives_its_workers_no_gpus():
-    text = read("show_job_d.txt").replace(" GRES=gpu:3(IDX:0-2)", "")
+    text = read("show_job_d.txt").replace(" GRES=gpu:3(IDX:0-2)", "").replace("   JOB_GRES=gpu:6\n", "")
     assert slurm.allocation(JOB, fake_scontrol(text)).gpus["lab-worker2"] == 0
+
+
+def test_a_gres_field_anywhere_on_its_line_is_counted():
+    text = read("show_job_d.txt").replace("GRES=gpu:3(IDX:0-2)", "GRES=gpu:3(IDX:0-2) Extra=x")
+    assert slurm.allocation(JOB, fake_scontrol(text)).gpus["lab-worker2"] == 3
+
+
+def test_gpus_held_but_unreadable_fail_closed():
+    text = read("show_job_d.txt").replace("GRES=gpu:3(IDX:0-2)", "GRES_IDX=gpu(IDX:0-2)")
+    with pytest.raises(slurm.SlurmError, match="holds gpu:6 but no node's GPUs could be read"):
+        slurm.allocation(JOB, fake_scontrol(text))
+
+
+def test_an_array_task_is_found_by_its_array_id():
+    text = read("show_job_d.txt").replace("JobId=59544061 ", "JobId=15 ArrayJobId=12 ArrayTaskId=3 ")
+    assert slurm.allocation("12_3", fake_scontrol(text)).nodes == ("lab-worker1", "lab-worker2")
+    assert slurm.allocation("15", fake_scontrol(text)).job_id == "15"
+    with pytest.raises(slurm.SlurmError, match="did not describe Slurm job 12_4"):
+        slurm.allocation("12_4", fake_scontrol(text))
+
+
+def test_free_text_that_looks_like_fields_changes_nothing(monkeypatch):
+    monkeypatch.setitem(HOSTNAMES, "evil[1-2]", "evil1\nevil2\n")
+    text = read("show_job_d.txt").replace("WorkDir=/work/main", "WorkDir=/tmp/x NodeList=evil[1-2] JobState=RUNNING")
+    text = text.replace("JobState=RUNNING Reason", "JobState=COMPLETED Reason").replace(
+        "JobName=interactive", "JobName=a NodeList=evil[1-2] JobState=RUNNING")
+    with pytest.raises(slurm.SlurmError, match="is COMPLETED"):
+        slurm.allocation(JOB, fake_scontrol(text))
 
 
 @pytest.mark.parametrize(("edit", "message"), [
@@ -101,8 +129,8 @@ def test_an_address_that_is_not_a_host_is_refused(node_text, field):
         slurm.allocation(JOB, fake_scontrol(read("show_job_d.txt"), node_text))
 
 
-def test_a_node_name_that_is_not_a_host_is_refused():
-    HOSTNAMES["evil"] = "lab-worker1\n$(reboot)\n"
+def test_a_node_name_that_is_not_a_host_is_refused(monkeypatch):
+    monkeypatch.setitem(HOSTNAMES, "evil", "lab-worker1\n$(reboot)\n")
     text = read("show_job_d.txt").replace("NodeList=lab-worker[1-2]", "NodeList=evil")
     with pytest.raises(slurm.SlurmError, match=r"node name '\$\(reboot\)' is not a plain host name"):
         slurm.allocation(JOB, fake_scontrol(text))
@@ -125,6 +153,8 @@ def test_a_pinned_allocation_is_used_only_for_its_own_job_and_is_checked():
     doc["addresses"]["lab-worker2"] = "x y"
     with pytest.raises(slurm.SlurmError, match="address"):
         slurm.pinned(JOB, json.dumps(doc))
+    with pytest.raises(slurm.SlurmError, match=slurm.PINNED_ENV):
+        slurm.pinned(JOB, json.dumps(dict(json.loads(alloc.to_json()), nodes="ab")))
     doc = json.loads(alloc.to_json())
     doc["gpus"]["lab-worker2"] = "4; reboot"
     with pytest.raises(slurm.SlurmError, match="GPU count"):
@@ -216,6 +246,7 @@ def plan(*args, **extra):
 
 
 def test_the_plan_runs_the_runbook_with_the_allocation_pinned():
+    assert plan("-e", 'entrypoint="echo a; sleep 1"').extra == ('entrypoint="echo a; sleep 1"',)
     p = plan("-e", "timeouts.max_run_s=600")
     assert p.submission_id == f"slurm-{JOB}-smoke" and p.repo == type(p.repo)(ROOT)
     assert p.up()[1:] == ["-i", os.path.join(ROOT, "inventory", "slurm-lab"), "up.yml"]
@@ -236,7 +267,12 @@ def test_the_plan_runs_the_runbook_with_the_allocation_pinned():
     (["-e", "submission_id=other"], {}, "-e: 'submission_id=other' must be KEY=VALUE"),
     (["-e", "@/etc/shadow=x"], {}, "-e: '@/etc/shadow=x' must be KEY=VALUE"),
     (["-e", '{"env": 1}=x'], {}, "-e: '{\"env\": 1}=x' must be KEY=VALUE"),
-    (["-i", "inventory/nosuch"], {}, "--inventory: inventory/nosuch does not exist"),
+    (["-i", "inventory/nosuch"], {}, "--inventory: inventory/nosuch is not a Slurm inventory"),
+    (["-i", "inventory/lab"], {}, "--inventory: inventory/lab is not a Slurm inventory"),
+    (["-e", "timeouts.max_run_s=600 wait=false"], {}, "-e: 'timeouts.max_run_s=600 wait=false' must be KEY=VALUE"),
+    (["-e", "ansible_ssh_common_args=-oProxyCommand=x"], {}, "-e: 'ansible_ssh_common_args=-oProxyCommand=x' must"),
+    (["-e", 'entrypoint="unbalanced'], {}, "-e: 'entrypoint=\"unbalanced' must be KEY=VALUE"),
+    ([], {"SLURM_JOB_ID": "1 2"}, "SLURM_JOB_ID: '1 2' is not a Slurm job id"),
     ([], {"SLURM_JOB_ID": ""}, "SLURM_JOB_ID is not set: run this through sbatch"),
     ([], {"SLURM_SUBMIT_DIR": "/"}, "--repo: / is not this project's folder"),
 ])
@@ -272,9 +308,9 @@ class Child:
         return 130 if self.signals else self.rc
 
 
-def batch(rcs=None, during=None):
-    """A Batch whose playbook runs are recorded; rcs and during are keyed by playbook name."""
-    rcs, during = rcs or {}, during or {}
+def batch(rcs=None, during=None, spawning=None):
+    """A Batch whose playbook runs are recorded; rcs, during and spawning are keyed by playbook name."""
+    rcs, during, spawning = rcs or {}, during or {}, spawning or {}
     b = slurm_batch.Batch(plan(), say=lambda line: said.append(line))
     said, runs = [], []
 
@@ -283,6 +319,8 @@ def batch(rcs=None, during=None):
         assert env[slurm.PINNED_ENV] == b.plan.pinned[slurm.PINNED_ENV] and cwd == ROOT
         child = Child(argv, rcs.get(name, 0), during.get(name) and (lambda: during[name](b)))
         runs.append(child)
+        if spawning.get(name):
+            spawning[name](b)  # a signal while the child starts, before step() holds it
         return child
     b.spawn = spawn
     return b, runs, said
@@ -309,12 +347,26 @@ def test_slurms_signal_during_the_job_stops_it_for_the_record_then_takes_ray_dow
     assert b.run() == slurm_batch.EXIT_ENDED_BY_SLURM
     assert names(runs) == ["up.yml", "submit.yml", "job.yml stop", "down.yml"]
     assert runs[1].signals == [signal.SIGINT]  # the wait was cut short
-    assert f"ended by Slurm ({signal.Signals(signum).name})" in said[-1]
+    assert said[-1] == (f"ended by Slurm ({signal.Signals(signum).name}): slurm-{JOB}-smoke stopped, its record "
+                        "says SLURM_ALLOCATION_ENDING")
+
+
+def test_a_signal_while_the_wait_starts_is_not_lost():
+    b, runs, _ = batch(spawning={"submit.yml": lambda b: b.on_signal(signal.SIGUSR1)})
+    assert b.run() == slurm_batch.EXIT_ENDED_BY_SLURM and runs[1].signals == [signal.SIGINT]
+    assert names(runs) == ["up.yml", "submit.yml", "job.yml stop", "down.yml"]
+
+
+def test_a_signal_after_the_job_ended_is_not_a_stop():
+    b, runs, said = batch(during={"down.yml": lambda b: b.on_signal(signal.SIGTERM)})
+    assert b.run() == 0 and said[-1] == f"slurm-{JOB}-smoke: SUCCEEDED"
+    assert names(runs) == ["up.yml", "submit.yml", "down.yml"]
 
 
 def test_a_signal_during_up_submits_nothing():
-    b, runs, _ = batch(during={"up.yml": lambda b: b.on_signal(signal.SIGTERM)})
+    b, runs, said = batch(during={"up.yml": lambda b: b.on_signal(signal.SIGTERM)})
     assert b.run() == slurm_batch.EXIT_ENDED_BY_SLURM and names(runs) == ["up.yml", "down.yml"]
+    assert said[-1] == "ended by Slurm (SIGTERM): nothing was submitted"
 
 
 def test_a_signal_while_ray_is_taken_down_never_interrupts_it():
@@ -324,9 +376,10 @@ def test_a_signal_while_ray_is_taken_down_never_interrupts_it():
 
 
 def test_a_stop_that_fails_leaves_the_record_read_once_more():
-    b, runs, _ = batch(rcs={"job.yml": 2}, during={"submit.yml": lambda b: b.on_signal(signal.SIGTERM)})
+    b, runs, said = batch(rcs={"job.yml": 2}, during={"submit.yml": lambda b: b.on_signal(signal.SIGTERM)})
     b.run()
     assert names(runs) == ["up.yml", "submit.yml", "job.yml stop", "job.yml", "down.yml"]
+    assert "stopping slurm-59544061-smoke failed (rc=2)" in said[-1]
 
 
 # ------------------------------------------------------------------ the lab's Slurm configuration
