@@ -130,8 +130,8 @@ class ActionModule(ActionBase):
             if reconciled.get("finalized"):
                 self._show(reconciled.get("msg", ""))
             return {**result, **reconciled}
-        extra = {"stop_reason": args["stop_reason"]} if args["action"] == "stop" else {}
-        return {**result, **module(action=args["action"], submission_id=args["submission_id"], **extra)}
+        return {**result, **module(action=args["action"], submission_id=args["submission_id"],
+                                   stop_reason=args["stop_reason"])}
 
     def _submit(self, module, args, ray_config):
         """Resolve and submit; in check mode show the rendering; with wait follow the job to its end."""

@@ -177,11 +177,13 @@ def allocation(job_id, run):
     if state not in HOLDING_STATES:
         raise SlurmError(f"job_id: Slurm job {job_id} is {state or 'in an unknown state'}, not RUNNING: "
                          "it holds no nodes to run Ray on")
-    nodes = tuple(run("show", "hostnames", nodelist).split())
+    expanded = {nodelist: run("show", "hostnames", nodelist).split()}
+    nodes = tuple(expanded[nodelist])
     gpus = {}
-    for expr, count in details:
-        for node in run("show", "hostnames", expr).split():
-            gpus[node] = count
+    for expr, count in details:  # a detail line often names the whole NodeList again: expand each once
+        if expr not in expanded:
+            expanded[expr] = run("show", "hostnames", expr).split()
+        gpus.update(dict.fromkeys(expanded[expr], count))
     checked_allocation(job_id, nodes, gpus, {})  # names and size, before they reach scontrol again
     addresses = parse_node_addresses(run("show", "node", "-o", nodelist))
     return checked_allocation(job_id, nodes, gpus, addresses)

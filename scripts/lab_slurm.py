@@ -138,9 +138,14 @@ def write_config(head, workers):
     (SLURM_DIR / "cgroup.conf").write_text("CgroupPlugin=cgroup/v1\n")
 
 
-def on_host(host, script):
+def on_host(host, script, timeout=60):
+    """Run a shell line on a lab host over the lab's ssh; the finished process."""
     argv = lab.ssh_argv(lab.LAB_DIR / "ssh" / "id_ed25519", host.ip, [script])
-    proc = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=60)
+    return subprocess.run(argv, check=False, capture_output=True, text=True, timeout=timeout)
+
+
+def start_on(host):
+    proc = on_host(host, host_script(host))
     if proc.returncode != 0:
         raise lab.LabError(f"{host.name}: starting Slurm failed: {lab.one_line(proc.stderr or proc.stdout)}")
 
@@ -151,8 +156,7 @@ def wait_idle(head, workers, timeout=READY_TIMEOUT):
     deadline = time.monotonic() + timeout
     seen = ""
     while time.monotonic() < deadline:
-        argv = lab.ssh_argv(lab.LAB_DIR / "ssh" / "id_ed25519", head.ip, [command])
-        proc = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=30)
+        proc = on_host(head, command, timeout=30)
         seen = " ".join(proc.stdout.split())
         states = dict(line.split() for line in proc.stdout.splitlines() if len(line.split()) == 2)
         if proc.returncode == 0 and all(states.get(w.name) in ("idle", "mix", "alloc") for w in workers):
@@ -175,7 +179,7 @@ def cmd_up():
         raise lab.LabError("the lab needs a head and a worker: run `python3 scripts/lab.py up` first")
     write_config(head, workers)
     for host in hosts:
-        on_host(host, host_script(host))
+        start_on(host)
     seen = wait_idle(head, workers)
     lab.log(f"Slurm is up: slurmctld on {head.name}, slurmd on {', '.join(w.name for w in workers)} ({seen}); "
             f"on {head.name}: export SLURM_CONF={CONF}")
