@@ -36,13 +36,19 @@ EXTRA_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*$")
 RESERVED_KEYS = ("spec", "submission_id", "wait", "id", "do", "stop_reason")
 
 
-def check_extra(value):
+def check_extra(value, redaction):
     """One -e value as ansible-playbook reads it: words (quotes kept together), each KEY=VALUE."""
     try:
         words = shlex.split(value)
     except ValueError:
         words = []
     keys = [w.split("=", 1)[0] if "=" in w else None for w in words]
+    # sbatch's arguments stay in Slurm's job record (scontrol show job: Command=) and in ps: never a secret.
+    # Checked on the raw text first, so no error below ever repeats a secret's value.
+    for name in re.findall(r"\benv\.([A-Za-z_][A-Za-z0-9_]*)=", value):
+        if redaction.is_secret_name(name):
+            raise BatchError(f"-e: env.{name} is a secret, and sbatch's arguments are kept in Slurm's job record; "
+                             "set it in the site's jobspec_defaults instead (nothing was submitted)")
     if not words or value.lstrip()[:1] in "@{[" or any(
             k is None or not EXTRA_KEY.match(k) or k.split(".")[0] in RESERVED_KEYS or k.startswith("ansible_")
             for k in keys):
@@ -90,12 +96,13 @@ class Plan:
 
 
 def _project(repo):
-    """The project's naming rules and Slurm reader (both standard library only)."""
+    """The project's naming rules, secret names and Slurm reader (all standard library only)."""
     sys.path.insert(0, str(repo / "module_utils"))
     import conventions
+    import redaction
     import slurm
 
-    return conventions, slurm
+    return conventions, redaction, slurm
 
 
 def read_allocation(slurm, job_id):
@@ -123,7 +130,7 @@ def make_plan(argv, env, read=read_allocation):
                          "the repository root or give --repo")
     if not (repo / ".venv" / "bin" / "ansible-playbook").is_file():
         raise BatchError(f"--repo: {repo}/.venv has no ansible-playbook: run `make venv` there first")
-    conventions, slurm = _project(repo)
+    conventions, redaction, slurm = _project(repo)
     try:
         slurm.checked_job_id(job_id, "SLURM_JOB_ID")
     except slurm.SlurmError as exc:
@@ -141,7 +148,7 @@ def make_plan(argv, env, read=read_allocation):
     if not conventions.matches(conventions.ID_RULE, sid):
         raise BatchError(f"--id: {sid[:60]!r} is not a submission id ({conventions.ID_RULE[1]})")
     for value in args.extra:
-        check_extra(value)
+        check_extra(value, redaction)
     try:
         alloc = read(slurm, job_id)
     except slurm.SlurmError as exc:

@@ -273,13 +273,17 @@ def test_the_plan_runs_the_runbook_with_the_allocation_pinned():
     (["-e", "ansible_ssh_common_args=-oProxyCommand=x"], {}, "-e: 'ansible_ssh_common_args=-oProxyCommand=x' must"),
     (["-e", 'entrypoint="unbalanced'], {}, "-e: 'entrypoint=\"unbalanced' must be KEY=VALUE"),
     ([], {"SLURM_JOB_ID": "1 2"}, "SLURM_JOB_ID: '1 2' is not a Slurm job id"),
+    (["-e", "env.WANDB_API_KEY=abc123"], {}, "-e: env.WANDB_API_KEY is a secret, and sbatch's arguments are kept"),
+    (["-e", "env.MY_TOKEN=abc123 env.X=1"], {}, "-e: env.MY_TOKEN is a secret"),
+    (["-e", "env.HF_TOKEN=abc123 wait=false"], {}, "-e: env.HF_TOKEN is a secret"),
+    (["-e", 'env.HF_TOKEN="abc123'], {}, "-e: env.HF_TOKEN is a secret"),
     ([], {"SLURM_JOB_ID": ""}, "SLURM_JOB_ID is not set: run this through sbatch"),
     ([], {"SLURM_SUBMIT_DIR": "/"}, "--repo: / is not this project's folder"),
 ])
 def test_bad_arguments_are_refused_naming_the_field(args, extra, field):
     with pytest.raises(slurm_batch.BatchError) as err:
         plan(*args, **extra)
-    assert str(err.value).startswith(field) and "\n" not in str(err.value)
+    assert str(err.value).startswith(field) and "\n" not in str(err.value) and "abc123" not in str(err.value)
 
 
 def test_an_allocation_slurm_refuses_stops_the_plan():
