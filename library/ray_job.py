@@ -288,11 +288,31 @@ class Job:
                 "timeouts": {"pending_s": timeouts.get("pending_s", 600), "max_run_s": timeouts.get("max_run_s")}}
 
     def save_status(self, status):
-        old = self.status()
-        if {k: v for k, v in old.items() if k != "updated_at"} == {k: v for k, v in status.items() if k != "updated_at"}:
-            return
-        status["updated_at"] = jr.now_ms()
-        self.write_json(self.rec["status"], status)
+        """Write status.json and return what it now says.
+
+        Several runs write one record: a wait whose controller was interrupted (Slurm's scancel) goes on
+        polling on the head and finalises with what it read before a stop gave its reason. So, under the
+        record's status lock: a record already final is never written over (that run's status is returned),
+        and a reason already recorded is not dropped by a run that read the record before it was given."""
+        def same(old):
+            return ({k: v for k, v in old.items() if k != "updated_at"}
+                    == {k: v for k, v in status.items() if k != "updated_at"})
+
+        if same(self.status()):
+            return status
+        with jr.record_lock(self.rec["dir"], name=jr.STATUS_LOCK_FILE):
+            old = self.status()
+            if old.get("final"):
+                status.clear()
+                status.update(old)
+                return status
+            if old.get("reason") and not status.get("reason"):
+                status["reason"] = old["reason"]
+            if same(old):
+                return status
+            status["updated_at"] = jr.now_ms()
+            self.write_json(self.rec["status"], status)
+        return status
 
     def refresh_log(self):
         """The driver log: Ray's, written into the record; when Ray has none (the driver's node died, the head
@@ -342,6 +362,10 @@ class Job:
 
     def finalize(self, info, status):
         """Write the final record: logs, snapshots, failure details, status.json."""
+        recorded = self.status()
+        if recorded.get("final"):  # another run finalised it meanwhile: its record stands
+            return recorded
+        status["reason"] = status.get("reason") or recorded.get("reason")  # a stop's reason, given meanwhile
         log = self.refresh_log()
         nodes = self.snapshot("post")
         job = rc.job_summary(info)

@@ -15,6 +15,7 @@ import time
 
 LAYOUT = ("config", "logs", "checkpoints", "debug")
 LOCK_FILE = ".submit.lock"
+STATUS_LOCK_FILE = ".status.lock"  # held only while status.json is read, merged and written
 _STEP_LINE = re.compile(r"\bstep:\s*(\d+)\b")
 _LOSS = re.compile(r"\btrain/loss:\s*([-+0-9.eE]+)")
 # Ray colours the "(Actor pid=N)" prefix of a worker's lines; a progress line shows neither.
@@ -72,12 +73,12 @@ class LockTimeout(OSError):
 
 
 @contextlib.contextmanager
-def record_lock(output_dir, timeout_s=120):
+def record_lock(output_dir, timeout_s=120, name=LOCK_FILE):
     """Hold the record's lock: runs of one submission id (a retry racing an interrupted one) go one at a time.
 
     flock on a file inside the record; on NFS the kernel maps it to a lock the server arbitrates. A run that
     hangs while holding it (a dashboard that never answers) makes the next one fail after timeout_s, saying so."""
-    fd = os.open(os.path.join(output_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(os.path.join(output_dir, name), os.O_RDWR | os.O_CREAT, 0o644)
     try:
         deadline = time.monotonic() + timeout_s
         while True:
@@ -87,7 +88,7 @@ def record_lock(output_dir, timeout_s=120):
             except BlockingIOError:
                 if time.monotonic() >= deadline:
                     raise LockTimeout(f"another run of {os.path.basename(output_dir)} has held its record's lock "
-                                      f"for {timeout_s}s; is it stuck? (the lock is {LOCK_FILE} in the record)") \
+                                      f"for {timeout_s}s; is it stuck? (the lock is {name} in the record)") \
                         from None
                 time.sleep(0.2)
         yield

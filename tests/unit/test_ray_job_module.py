@@ -425,3 +425,48 @@ def test_no_metrics_files_for_a_job_that_prints_no_steps(ray, ray_config, capsys
     ray.set(SID, "SUCCEEDED", driver_node_id="n-w1", start_time=1, end_time=2)
     run(capsys, action="wait", submission_id=SID, ray_config=ray_config)
     assert not {"metrics.jsonl", "metrics.svg"} & set(os.listdir(record(ray_config)))
+
+
+def stop_meanwhile(ray, ray_config, monkeypatch, *, finalised):
+    """While a wait sleeps between polls, another run stops the job (Slurm's batch script after scancel; the
+    wait goes on polling on the head after its controller was interrupted): it writes its reason into
+    status.json and, when finalised, the final record."""
+    path = os.path.join(record(ray_config), "status.json")
+    sleep = ray.clock.sleep
+
+    def stop_during_sleep(seconds):
+        if ray.jobs[SID].status == JobStatus.RUNNING:
+            ray.stop_job(SID)
+            written = dict(status_json(ray_config), reason="SLURM_ALLOCATION_ENDING")
+            if finalised:
+                written.update(final=True, state="STOPPED", ray_status="STOPPED", by="the stopping run")
+            with open(path, "w", encoding="utf-8") as handle:
+                json.dump(written, handle)
+        sleep(seconds)
+
+    monkeypatch.setattr(ray.clock, "sleep", stop_during_sleep)
+    return path
+
+
+def test_a_wait_never_writes_over_a_record_another_run_finalised(ray, ray_config, capsys, monkeypatch):
+    submit(capsys, ray_config)
+    ray.set(SID, "RUNNING", driver_node_id="n-w1", start_time=int(ray.clock.now * 1000))
+    path = stop_meanwhile(ray, ray_config, monkeypatch, finalised=True)
+    code, out = run(capsys, action="wait", submission_id=SID, ray_config=ray_config, poll_s=60)
+    with open(path, encoding="utf-8") as handle:
+        kept = json.load(handle)
+    assert kept["by"] == "the stopping run" and kept["reason"] == "SLURM_ALLOCATION_ENDING"
+    assert code == 0 and out["done"] is True and out["state"] == "STOPPED"
+
+
+def test_a_wait_keeps_the_reason_a_stop_gave_meanwhile(ray, ray_config, capsys, monkeypatch):
+    submit(capsys, ray_config)
+    ray.set(SID, "RUNNING", driver_node_id="n-w1", start_time=int(ray.clock.now * 1000))
+    stop_meanwhile(ray, ray_config, monkeypatch, finalised=False)
+    code, out = run(capsys, action="wait", submission_id=SID, ray_config=ray_config, poll_s=60)
+    assert code == 0 and out["progress"] == f"{SID}: STOPPED (SLURM_ALLOCATION_ENDING)"
+    status = status_json(ray_config)
+    assert (status["final"], status["state"], status["reason"]) == (True, "STOPPED", "SLURM_ALLOCATION_ENDING")
+    assert status["diagnosis"]["kind"] == "slurm_allocation_ending"
+    with open(os.path.join(record(ray_config), "debug", "failure.txt"), encoding="utf-8") as handle:
+        assert "reason: SLURM_ALLOCATION_ENDING" in handle.read()
