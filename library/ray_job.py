@@ -613,9 +613,9 @@ def resume_point(spec, config):
 
 
 def link_attempt(config, root, sid):
-    """Name the attempt in the first job's status.json (`attempts`), under that record's lock."""
+    """Name the attempt in the first job's status.json (`attempts`), under that record's locks."""
     rec = jr.paths(conventions.job_dir(config.shared_root, root))
-    with jr.record_lock(rec["dir"]):
+    with jr.record_lock(rec["dir"]), jr.record_lock(rec["dir"], name=jr.STATUS_LOCK_FILE):
         status = jr.read_json(rec["status"])
         if isinstance(status, dict) and sid not in status.get("attempts", []):
             status["attempts"] = [*status.get("attempts", []), sid]

@@ -63,6 +63,11 @@ def ray_left(host):
     return ssh(host, "ps -eo pid,args | grep -E '[r]aylet|[g]cs_server|[s]leep 600'; true").strip()
 
 
+def modules_left(host):
+    """Ansible modules still running on host: pipelining runs each as `sh -c '<python> && sleep 0'`."""
+    return ssh(host, "ps -eo pid,args | grep -E '[&]& sleep 0'; true").strip()
+
+
 def test_an_allocation_of_the_workers_becomes_the_inventory():
     out = login("salloc -N2 --gres=gpu:2 .venv/bin/ansible-inventory -i inventory/slurm-lab --list")
     doc = json.loads(out)
@@ -99,6 +104,9 @@ def test_scancel_mid_job_leaves_a_final_record_and_no_ray():
     wait_for(lambda: status(sid).get("state") == "RUNNING", 300, f"{sid} RUNNING")
     login(f"scancel {job}")
     wait_for(lambda: slurm_job_over(job), 120, f"Slurm job {job} to end")
+    # submit.yml's wait goes on polling on the head for up to poll_s after its controller is interrupted: the
+    # record is read once it has ended, so a late write over the stop's record would show (it once did).
+    wait_for(lambda: modules_left(WORKER1) == "", 120, "the interrupted wait on the head to end")
     out = batch_output(job)
     print(out[-3000:])
     st = status(sid)
