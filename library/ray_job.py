@@ -287,32 +287,52 @@ class Job:
                 "rebuilt": "status.json was missing or unreadable",
                 "timeouts": {"pending_s": timeouts.get("pending_s", 600), "max_run_s": timeouts.get("max_run_s")}}
 
-    def save_status(self, status):
-        """Write status.json and return what it now says.
+    def save_status(self, status, files=None):
+        """Write status.json (and, for a final record, its files {path: text}) under the record's status lock.
 
         Several runs write one record: a wait whose controller was interrupted (Slurm's scancel) goes on
-        polling on the head and finalises with what it read before a stop gave its reason. So, under the
-        record's status lock: a record already final is never written over (that run's status is returned),
-        and a reason already recorded is not dropped by a run that read the record before it was given."""
+        polling on the head while a stop gives its reason and finalises. So a final record is never written
+        over, and a reason another run recorded is never dropped. Returns None when written (or nothing
+        changed); "final" when another run had finalised the record (`status` now holds its status, nothing
+        was written); "reason" when a final status lacks the reason another run gave meanwhile (`status`
+        gets that reason, nothing was written: the caller works it into the state and saves again)."""
         def same(old):
             return ({k: v for k, v in old.items() if k != "updated_at"}
                     == {k: v for k, v in status.items() if k != "updated_at"})
 
-        if same(self.status()):
-            return status
+        if not files and same(self.status()):
+            return None
         with jr.record_lock(self.rec["dir"], name=jr.STATUS_LOCK_FILE):
             old = self.status()
             if old.get("final"):
                 status.clear()
                 status.update(old)
-                return status
+                return "final"
             if old.get("reason") and not status.get("reason"):
                 status["reason"] = old["reason"]
+                if status.get("final"):
+                    return "reason"
+            for path, text in (files or {}).items():
+                self.write_text(path, text)
             if same(old):
-                return status
+                return None
             status["updated_at"] = jr.now_ms()
             self.write_json(self.rec["status"], status)
-        return status
+        return None
+
+    def withdraw_reason(self, reason, before):
+        """Take back a stop's reason recorded before Ray was asked, when Ray refused the stop."""
+        with jr.record_lock(self.rec["dir"], name=jr.STATUS_LOCK_FILE):
+            now = self.status()
+            if now.get("final") or now.get("reason") != reason:
+                return
+            now["reason"] = before.get("reason")
+            if {k: v for k, v in now.items() if k != "updated_at"} == {
+                    k: v for k, v in before.items() if k != "updated_at"}:
+                now = before  # nothing else changed meanwhile: the record is as it was
+            else:
+                now["updated_at"] = jr.now_ms()
+            self.write_json(self.rec["status"], now)
 
     def refresh_log(self):
         """The driver log: Ray's, written into the record; when Ray has none (the driver's node died, the head
@@ -361,21 +381,23 @@ class Job:
         return nodes
 
     def finalize(self, info, status):
-        """Write the final record: logs, snapshots, failure details, status.json."""
+        """Write the final record: logs, snapshots, failure details, status.json.
+
+        What takes time (logs, snapshots, the wait for a dead node) is done first; the verdict is then
+        committed under the status lock, worked out again if a stop gave its reason meanwhile, and not
+        written at all if another run finalised the record first (its record stands)."""
         recorded = self.status()
-        if recorded.get("final"):  # another run finalised it meanwhile: its record stands
+        if recorded.get("final"):
             return recorded
-        status["reason"] = status.get("reason") or recorded.get("reason")  # a stop's reason, given meanwhile
+        status["reason"] = status.get("reason") or recorded.get("reason")
         log = self.refresh_log()
         nodes = self.snapshot("post")
         job = rc.job_summary(info)
-        reason = status.get("reason")
-        state = jr.final_state(job["status"], reason)
         driver = next((n for n in nodes if n["node_id"] == job["driver_node_id"]), None)
         # SFT prints train/loss; PPO/GRPO print actor/pg_loss, which verl_metrics names loss too.
         losses = jr.step_losses(log) or [(r["step"], r["loss"]) for r in vm.parse_log(log) if "loss" in r]
         status.update({
-            "state": state, "ray_status": job["status"], "final": True,
+            "ray_status": job["status"], "final": True,
             "message": self.redact(job["message"] or ""), "error_type": job["error_type"],
             "driver_exit_code": job["driver_exit_code"], "driver_node_id": job["driver_node_id"],
             "driver_node_ip": driver["node_ip"] if driver else None,
@@ -391,22 +413,35 @@ class Job:
             status["preflight"] = preflight
         status["phases"] = jr.phases(status.get("submitted_at"), job["start_time"], job["end_time"],
                                      status.get("phases", {}).get("submit_s"))
-        if state != "SUCCEEDED":
-            try:
-                self.write_json(self.rec["nodes"], nodes)
-                self.write_json(self.rec["actors"], rc.list_actor_summaries(self.config.dashboard_url))
-            except Exception as exc:  # noqa: BLE001
-                self.write_text(self.rec["actors"], f"unavailable: {exc}\n")
-            self.write_text(self.rec["failure"], self.redact(
-                f"state: {state} (ray: {job['status']})\nreason: {reason}\nerror_type: {job['error_type']}\n"
-                f"driver_exit_code: {job['driver_exit_code']}\nmessage: {job['message']}\n"))
-            status["diagnosis"] = self.diagnose(log, status, job)
-            # Only a failure can be a dead node's: a stopped job's driver node is alive, and waiting for it
-            # to die would hold every stop for NODE_DEATH_WAIT_S.
-            if status["diagnosis"]["kind"] == "unknown" and state == "FAILED":
-                status["diagnosis"] = self.driver_node_death(job, nodes) or status["diagnosis"]
-        self.save_status(status)
-        return status
+        evidence = None  # a failure's logs and cluster state, gathered once
+        while True:
+            reason = status.get("reason")
+            state = status["state"] = jr.final_state(job["status"], reason)
+            files = {}
+            if state != "SUCCEEDED":
+                if evidence is None:
+                    evidence = (self.collect_logs(job), self.actors_text())
+                collected, actors = evidence
+                status["diagnosis"] = self.classify(log, collected, status)
+                # Only a failure can be a dead node's: a stopped job's driver node is alive, and waiting for it
+                # to die would hold every stop for NODE_DEATH_WAIT_S.
+                if status["diagnosis"]["kind"] == "unknown" and state == "FAILED":
+                    found, nodes = self.driver_node_death(job, nodes)
+                    status["diagnosis"] = found or status["diagnosis"]
+                files = {self.rec["nodes"]: jr.json_text(nodes), self.rec["actors"]: actors,
+                         self.rec["failure"]: self.redact(
+                             f"state: {state} (ray: {job['status']})\nreason: {reason}\n"
+                             f"error_type: {job['error_type']}\ndriver_exit_code: {job['driver_exit_code']}\n"
+                             f"message: {job['message']}\n")}
+            if self.save_status(status, files) != "reason":
+                return status
+
+    def actors_text(self):
+        """debug/actors.json's content: the cluster's actors, or why they could not be listed."""
+        try:
+            return jr.json_text(rc.list_actor_summaries(self.config.dashboard_url))
+        except Exception as exc:  # noqa: BLE001 - the record must not hide the job's own state
+            return f"unavailable: {exc}\n"
 
     def head_started_ms(self):
         """When the head's node started (the cluster's node list), or None when that cannot be told."""
@@ -425,18 +460,19 @@ class Job:
         return head_started if head_started and head_started > submitted else None
 
     def finalize_forgotten(self, status, head_started_ms):
-        """The record of a job the restarted head forgot: FAILED, with everything already in it kept."""
+        """The record of a job the restarted head forgot: FAILED, with everything already in it kept.
+        Returns its status and whether this run finalised it (not another run, first)."""
         self.snapshot("post")
         when = datetime.datetime.fromtimestamp(head_started_ms / 1000, datetime.timezone.utc).strftime(  # noqa: UP017
             "%Y-%m-%dT%H:%M:%SZ")
         message = (f"Ray's head started again at {when}, after this job was submitted, and no longer knows it; "
                    "the job's driver and workers ended with the old cluster")
-        self.write_text(self.rec["failure"], f"state: FAILED\nreason: HEAD_RESTARTED\nmessage: {message}\n")
         status.update(state="FAILED", final=True, reason="HEAD_RESTARTED", message=message,
                       last_state=status.get("state"), head_started_at=head_started_ms)
         status["diagnosis"] = diagnosis.classify([], status) or {"kind": "unknown", "evidence": None, "hint": ""}
-        self.save_status(status)
-        return status
+        done = self.save_status(status, {self.rec["failure"]: f"state: FAILED\nreason: HEAD_RESTARTED\n"
+                                                              f"message: {message}\n"})
+        return status, done is None
 
     def forgotten(self, status):
         """Ray does not know this job: finalise its record if the head restarted since, else fail naming why."""
@@ -445,33 +481,33 @@ class Job:
             raise Failed(f"{self.sid}: Ray does not know this job, and its head has run since before the job was "
                          "submitted; the record is unchanged (another cluster's record?)",
                          **self.result(status, f"{self.sid}: unknown to Ray"))
-        return self.finalize_forgotten(status, started)
+        return self.finalize_forgotten(status, started)[0]
 
     def driver_node_death(self, job, nodes):
         """A driver whose node died leaves no words of it when Ray cannot serve that node's logs any more: the
-        node's state says it. A killed raylet's node turns DEAD after Ray's health checks, so wait a little."""
+        node's state says it. A killed raylet's node turns DEAD after Ray's health checks, so wait a little.
+        Returns the diagnosis (or None) and the newest node list."""
         node_id = job["driver_node_id"]
         deadline = time.monotonic() + NODE_DEATH_WAIT_S
         while node_id:
             node = next((n for n in nodes if n["node_id"] == node_id), None)
             if node is not None and node["state"] == "DEAD":
-                self.write_json(self.rec["nodes"], nodes)
                 return {"kind": "node_died",
                         "evidence": {"file": "debug/nodes.json",
                                      "line": f"the driver's node {node_id} ({node['node_ip']}) is DEAD"},
-                        "hint": {k: h for k, _, h in diagnosis.SIGNATURES}["node_died"]}
+                        "hint": {k: h for k, _, h in diagnosis.SIGNATURES}["node_died"]}, nodes
             if time.monotonic() >= deadline:
-                return None
+                return None, nodes
             time.sleep(3)
             try:
                 nodes = rc.list_nodes(self.config.dashboard_url)
             except Exception:  # noqa: BLE001 - no answer, no evidence
-                return None
-        return None
+                return None, nodes
+        return None, nodes
 
-    def diagnose(self, log, status, job):
-        """Why the job failed (module_utils/diagnosis.py), from its driver log, its workers' error logs and
-        the raylet logs of the nodes it ran on; those logs go to debug/logs/ (bounded, redacted)."""
+    def collect_logs(self, job):
+        """A failed job's workers' error logs and the raylet logs of the nodes it ran on, copied to
+        debug/logs/ (bounded, redacted); returns them as (name, text)."""
         try:
             actors = rc.list_actor_summaries(self.config.dashboard_url)
             node_ids = {a["node_id"] for a in actors if a.get("job_id") == job["job_id"]} | {job["driver_node_id"]}
@@ -482,6 +518,10 @@ class Job:
             os.makedirs(self.rec["debug_logs"], exist_ok=True)
         for name, text in collected:
             self.write_text(os.path.join(self.rec["debug_logs"], os.path.basename(name)), self.redact(text))
+        return collected
+
+    def classify(self, log, collected, status):
+        """Why the job failed (module_utils/diagnosis.py), from its driver log and the logs collected."""
         found = diagnosis.classify([("logs/driver.log", log), *((f"debug/logs/{n}", t) for n, t in collected)],
                                    status)
         if found is None:
@@ -711,14 +751,21 @@ def compose(module, spec, config, runtime_env, resume_path=None):
 
 
 def stop_for(job, status, reason):
-    """Stop a job we gave up on and say why in its record."""
+    """Stop a job we gave up on and say why in its record.
+
+    The reason is recorded before Ray is asked: a wait that sees the job STOPPED finalises it with that
+    reason (a stop that Ray refuses is taken back: the record is not a stop's)."""
+    before = job.status()
+    status["reason"] = reason
+    if job.save_status(status) == "final":  # it ended meanwhile and another run finalised it
+        return job.info()
     try:
         job.client.stop_job(job.sid)
     except Exception as exc:  # noqa: BLE001 - a stop that failed is not recorded as one
+        status["reason"] = before.get("reason")
+        job.withdraw_reason(reason, before)
         raise Failed(f"{job.sid}: stopping the job failed, its record is unchanged: "
                      f"{conventions.one_line(job.redact(str(exc)), 200)}") from None
-    status["reason"] = reason
-    job.save_status(status)
     # Ray may not stop a job whose driver was never placed (ray#31008); it fails such a job
     # itself at RAY_JOB_START_TIMEOUT_SECONDS. We record our verdict without waiting for that.
     deadline = time.monotonic() + (10 if reason == "PENDING_TIMEOUT" else 30)
@@ -870,8 +917,8 @@ def reconcile(module, config):
         if started is None:
             result["open"].append(sid)  # unknown to Ray for another reason: left as it is
             continue
-        if not module.check_mode:
-            job.finalize_forgotten(status, started)
+        if not module.check_mode and not job.finalize_forgotten(status, started)[1]:
+            continue  # another run finalised it first
         result["finalized"].append(sid)
     result["changed"] = bool(result["finalized"])
     verb = "would be finalised" if module.check_mode else "finalised"
@@ -948,6 +995,8 @@ def main():
         result = run(module)
     except Failed as exc:
         module.fail_json(msg=str(exc), **exc.result)
+    except jr.LockTimeout as exc:  # an OSError, but not the dashboard's
+        module.fail_json(msg=str(exc))
     except Exception as exc:  # noqa: BLE001 - Ray's client: one line naming the address or the token file
         module.fail_json(msg=connection_problem(exc, p))
     module.exit_json(**result)

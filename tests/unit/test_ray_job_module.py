@@ -470,3 +470,57 @@ def test_a_wait_keeps_the_reason_a_stop_gave_meanwhile(ray, ray_config, capsys, 
     assert status["diagnosis"]["kind"] == "slurm_allocation_ending"
     with open(os.path.join(record(ray_config), "debug", "failure.txt"), encoding="utf-8") as handle:
         assert "reason: SLURM_ALLOCATION_ENDING" in handle.read()
+
+
+def write_during_finalize(ray_config, monkeypatch, **fields):
+    """Another run writes status.json while this run's finalize gathers the record (its snapshot)."""
+    snapshot = ray_job.Job.snapshot
+
+    def snapshot_then_write(self, when):
+        nodes = snapshot(self, when)
+        if when == "post":
+            written = dict(status_json(ray_config), **fields)
+            with open(os.path.join(record(ray_config), "status.json"), "w", encoding="utf-8") as handle:
+                json.dump(written, handle)
+            if fields.get("final"):
+                with open(os.path.join(record(ray_config), "debug", "failure.txt"), "w", encoding="utf-8") as h:
+                    h.write("the other run's failure.txt\n")
+        return nodes
+
+    monkeypatch.setattr(ray_job.Job, "snapshot", snapshot_then_write)
+
+
+def test_a_reason_given_while_finalising_decides_the_state_and_the_diagnosis(ray, ray_config, capsys, monkeypatch):
+    submit(capsys, ray_config)
+    ray.set(SID, "STOPPED", driver_node_id="n-w1", start_time=int(ray.clock.now * 1000), end_time=1)
+    write_during_finalize(ray_config, monkeypatch, reason="PENDING_TIMEOUT")
+    code, out = run(capsys, action="status", submission_id=SID, ray_config=ray_config)
+    status = status_json(ray_config)
+    assert out["status"]["reason"] == "PENDING_TIMEOUT"
+    assert code == 0 and (status["state"], status["reason"]) == ("FAILED", "PENDING_TIMEOUT")
+    assert status["diagnosis"]["kind"] == "resources_pending"
+    with open(os.path.join(record(ray_config), "debug", "failure.txt"), encoding="utf-8") as handle:
+        assert "reason: PENDING_TIMEOUT" in handle.read()
+
+
+def test_a_record_finalised_by_another_run_meanwhile_keeps_all_its_files(ray, ray_config, capsys, monkeypatch):
+    submit(capsys, ray_config)
+    ray.set(SID, "STOPPED", driver_node_id="n-w1", start_time=int(ray.clock.now * 1000), end_time=1)
+    write_during_finalize(ray_config, monkeypatch, reason="SLURM_ALLOCATION_ENDING", final=True, state="STOPPED",
+                          by="the other run")
+    code, out = run(capsys, action="status", submission_id=SID, ray_config=ray_config)
+    assert code == 0 and out["status"]["by"] == "the other run" and status_json(ray_config)["by"] == "the other run"
+    with open(os.path.join(record(ray_config), "debug", "failure.txt"), encoding="utf-8") as handle:
+        assert handle.read() == "the other run's failure.txt\n"
+
+
+def test_a_stop_records_its_reason_before_ray_is_asked(ray, ray_config, capsys, monkeypatch):
+    """A wait that sees the job STOPPED the moment Ray stops it finalises with the stop's reason."""
+    submit(capsys, ray_config)
+    ray.set(SID, "RUNNING", driver_node_id="n-w1", start_time=int(ray.clock.now * 1000))
+    seen = []
+    stop_job = ray.stop_job
+    monkeypatch.setattr(ray, "stop_job", lambda sid: seen.append(status_json(ray_config)["reason"]) or stop_job(sid))
+    run(capsys, action="stop", submission_id=SID, ray_config=ray_config, stop_reason="SLURM_ALLOCATION_ENDING")
+    assert seen == ["SLURM_ALLOCATION_ENDING"]
+    assert status_json(ray_config)["reason"] == "SLURM_ALLOCATION_ENDING"
