@@ -320,20 +320,6 @@ class Job:
             self.write_json(self.rec["status"], status)
         return None
 
-    def withdraw_reason(self, reason, before):
-        """Take back a stop's reason recorded before Ray was asked, when Ray refused the stop."""
-        with jr.record_lock(self.rec["dir"], name=jr.STATUS_LOCK_FILE):
-            now = self.status()
-            if now.get("final") or now.get("reason") != reason:
-                return
-            now["reason"] = before.get("reason")
-            if {k: v for k, v in now.items() if k != "updated_at"} == {
-                    k: v for k, v in before.items() if k != "updated_at"}:
-                now = before  # nothing else changed meanwhile: the record is as it was
-            else:
-                now["updated_at"] = jr.now_ms()
-            self.write_json(self.rec["status"], now)
-
     def refresh_log(self):
         """The driver log: Ray's, written into the record; when Ray has none (the driver's node died, the head
         forgot the job), what the record kept, which is never replaced by nothing."""
@@ -751,21 +737,14 @@ def compose(module, spec, config, runtime_env, resume_path=None):
 
 
 def stop_for(job, status, reason):
-    """Stop a job we gave up on and say why in its record.
-
-    The reason is recorded before Ray is asked: a wait that sees the job STOPPED finalises it with that
-    reason (a stop that Ray refuses is taken back: the record is not a stop's)."""
-    before = job.status()
-    status["reason"] = reason
-    if job.save_status(status) == "final":  # it ended meanwhile and another run finalised it
-        return job.info()
+    """Stop a job we gave up on and say why in its record (a record another run finalised stays as it is)."""
     try:
         job.client.stop_job(job.sid)
     except Exception as exc:  # noqa: BLE001 - a stop that failed is not recorded as one
-        status["reason"] = before.get("reason")
-        job.withdraw_reason(reason, before)
         raise Failed(f"{job.sid}: stopping the job failed, its record is unchanged: "
                      f"{conventions.one_line(job.redact(str(exc)), 200)}") from None
+    status["reason"] = reason
+    job.save_status(status)
     # Ray may not stop a job whose driver was never placed (ray#31008); it fails such a job
     # itself at RAY_JOB_START_TIMEOUT_SECONDS. We record our verdict without waiting for that.
     deadline = time.monotonic() + (10 if reason == "PENDING_TIMEOUT" else 30)

@@ -514,13 +514,13 @@ def test_a_record_finalised_by_another_run_meanwhile_keeps_all_its_files(ray, ra
         assert handle.read() == "the other run's failure.txt\n"
 
 
-def test_a_stop_records_its_reason_before_ray_is_asked(ray, ray_config, capsys, monkeypatch):
-    """A wait that sees the job STOPPED the moment Ray stops it finalises with the stop's reason."""
-    submit(capsys, ray_config)
-    ray.set(SID, "RUNNING", driver_node_id="n-w1", start_time=int(ray.clock.now * 1000))
-    seen = []
-    stop_job = ray.stop_job
-    monkeypatch.setattr(ray, "stop_job", lambda sid: seen.append(status_json(ray_config)["reason"]) or stop_job(sid))
-    run(capsys, action="stop", submission_id=SID, ray_config=ray_config, stop_reason="SLURM_ALLOCATION_ENDING")
-    assert seen == ["SLURM_ALLOCATION_ENDING"]
-    assert status_json(ray_config)["reason"] == "SLURM_ALLOCATION_ENDING"
+
+def test_a_stop_still_asks_ray_when_the_record_is_already_final(ray, ray_config, capsys):
+    """A pending job given up on (PENDING_TIMEOUT) that Ray did not stop (ray#31008): a user's stop reaches Ray,
+    and the final record stays as it was."""
+    submit(capsys, ray_config, make_spec(ray_config, timeouts={"pending_s": 3}))
+    ray.stop_to = None
+    run(capsys, action="wait", submission_id=SID, ray_config=ray_config, poll_s=60)
+    final = status_json(ray_config)
+    run(capsys, action="stop", submission_id=SID, ray_config=ray_config)
+    assert ray.stopped == [SID, SID] and status_json(ray_config) == final
