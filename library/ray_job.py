@@ -194,6 +194,7 @@ open:
   elements: str
 """
 
+import contextlib
 import datetime
 import os
 import tempfile
@@ -312,6 +313,11 @@ class Job:
                 status["reason"] = old["reason"]
                 if status.get("final"):
                     return "reason"
+            if status.get("final") and not status.get("reason") and status.get("ray_status") != "SUCCEEDED":
+                requested = self.stop_request()
+                if requested:  # Ray stopped it for a run that has not written its reason yet
+                    status["reason"] = requested
+                    return "reason"
             for path, text in (files or {}).items():
                 self.write_text(path, text)
             if same(old):
@@ -319,6 +325,25 @@ class Job:
             status["updated_at"] = jr.now_ms()
             self.write_json(self.rec["status"], status)
         return None
+
+    def request_stop(self, reason):
+        """Leave a stop's reason in the record before Ray is asked; best effort, a stop never waits on it."""
+        try:
+            jr.write_text(self.rec["stop_request"], reason + "\n")
+        except OSError:
+            return False
+        return True
+
+    def withdraw_stop_request(self):
+        with contextlib.suppress(OSError):
+            os.remove(self.rec["stop_request"])
+
+    def stop_request(self):
+        try:
+            with open(self.rec["stop_request"], encoding="utf-8") as handle:
+                return handle.read().strip() or None
+        except (OSError, UnicodeDecodeError):
+            return None
 
     def refresh_log(self):
         """The driver log: Ray's, written into the record; when Ray has none (the driver's node died, the head
@@ -737,10 +762,17 @@ def compose(module, spec, config, runtime_env, resume_path=None):
 
 
 def stop_for(job, status, reason):
-    """Stop a job we gave up on and say why in its record (a record another run finalised stays as it is)."""
+    """Stop a job we gave up on and say why in its record (a record another run finalised stays as it is).
+
+    The reason is left in the record before Ray is asked: a wait polling meanwhile (one whose controller
+    was interrupted goes on for up to poll_s on the head) can see the job STOPPED before this run writes
+    status.json, and finalises it with this reason rather than without one."""
+    requested = job.request_stop(reason)
     try:
         job.client.stop_job(job.sid)
     except Exception as exc:  # noqa: BLE001 - a stop that failed is not recorded as one
+        if requested:
+            job.withdraw_stop_request()
         raise Failed(f"{job.sid}: stopping the job failed, its record is unchanged: "
                      f"{conventions.one_line(job.redact(str(exc)), 200)}") from None
     status["reason"] = reason

@@ -43,6 +43,8 @@ def paths(output_dir):
         "debug_logs": join(output_dir, "debug", "logs"),
         "status": join(output_dir, "status.json"),
         "preflight": join(output_dir, "preflight.json"),
+        # The reason of a stop, left before Ray is asked (see ray_job.stop_for).
+        "stop_request": join(output_dir, ".stop_request"),
     }
 
 

@@ -34,7 +34,7 @@ def test_paths_layout(tmp_path):
     # Every file lives in the job directory itself or in one of the LAYOUT subdirectories.
     for key, path in p.items():
         rel = os.path.relpath(path, job)
-        assert rel in (".", "status.json", "preflight.json") or rel.split(os.sep)[0] in jr.LAYOUT, key
+        assert rel in (".", "status.json", "preflight.json", ".stop_request") or rel.split(os.sep)[0] in jr.LAYOUT, key
 
 
 def test_create_exclusive_builds_the_layout_once(tmp_path):

@@ -524,3 +524,48 @@ def test_a_stop_still_asks_ray_when_the_record_is_already_final(ray, ray_config,
     final = status_json(ray_config)
     run(capsys, action="stop", submission_id=SID, ray_config=ray_config)
     assert ray.stopped == [SID, SID] and status_json(ray_config) == final
+
+
+class Killed(BaseException):
+    """The stopping run dies (SIGKILL, a lost ssh session) right after Ray took the stop."""
+
+
+def test_a_job_stopped_before_its_reason_was_written_is_finalised_with_that_reason(ray, ray_config, capsys):
+    """A wait polling meanwhile (an interrupted one on the head) may see STOPPED before the stop writes its
+    reason to status.json; the reason the stop left before asking Ray decides the record."""
+    submit(capsys, ray_config)
+    ray.set(SID, "RUNNING", driver_node_id="n-w1", start_time=int(ray.clock.now * 1000))
+    stop_job = ray.stop_job
+
+    def stop_then_die(sid):
+        stop_job(sid)
+        raise Killed
+
+    ray.stop_job = stop_then_die
+    with patch_module_args({"action": "stop", "submission_id": SID, "ray_config": ray_config,
+                            "stop_reason": "SLURM_ALLOCATION_ENDING"}), pytest.raises(Killed):
+        ray_job.main()
+    capsys.readouterr()
+    assert status_json(ray_config).get("reason") is None  # the stop died before it wrote status.json
+    code, _out = run(capsys, action="wait", submission_id=SID, ray_config=ray_config, poll_s=60)
+    status = status_json(ray_config)
+    assert code == 0 and (status["final"], status["state"]) == (True, "STOPPED")
+    assert status["reason"] == "SLURM_ALLOCATION_ENDING"
+    assert status["diagnosis"]["kind"] == "slurm_allocation_ending"
+
+
+def test_a_stop_ray_refused_leaves_no_reason_behind(ray, ray_config, capsys):
+    submit(capsys, ray_config)
+    ray.set(SID, "RUNNING", driver_node_id="n-w1", start_time=int(ray.clock.now * 1000))
+
+    def refuse(sid):
+        raise RuntimeError("Request failed with status code 500")
+
+    ray.stop_job = refuse
+    code, out = run(capsys, action="stop", submission_id=SID, ray_config=ray_config)
+    assert code == 1 and "stopping the job failed" in out["msg"]
+    assert not os.path.exists(os.path.join(record(ray_config), ".stop_request"))
+    ray.set(SID, "FAILED", end_time=int(ray.clock.now * 1000) + 1, driver_exit_code=1)  # it ended on its own
+    run(capsys, action="wait", submission_id=SID, ray_config=ray_config)
+    status = status_json(ray_config)
+    assert (status["state"], status["reason"]) == ("FAILED", None)
