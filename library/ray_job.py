@@ -341,9 +341,11 @@ class Job:
     def stop_request(self):
         try:
             with open(self.rec["stop_request"], encoding="utf-8") as handle:
-                return handle.read().strip() or None
+                reason = handle.read().strip()
         except (OSError, UnicodeDecodeError):
             return None
+        # Only a reason this module gives is taken from the file (it sits on storage others can write).
+        return reason if reason in (*conventions.STOP_REASONS, "PENDING_TIMEOUT", "DEADLINE_EXCEEDED") else None
 
     def refresh_log(self):
         """The driver log: Ray's, written into the record; when Ray has none (the driver's node died, the head

@@ -569,3 +569,13 @@ def test_a_stop_ray_refused_leaves_no_reason_behind(ray, ray_config, capsys):
     run(capsys, action="wait", submission_id=SID, ray_config=ray_config)
     status = status_json(ray_config)
     assert (status["state"], status["reason"]) == ("FAILED", None)
+
+
+def test_a_stop_request_file_with_a_reason_the_module_never_gives_is_ignored(ray, ray_config, capsys):
+    submit(capsys, ray_config)
+    ray.set(SID, "STOPPED", driver_node_id="n-w1", start_time=int(ray.clock.now * 1000), end_time=1)
+    with open(os.path.join(record(ray_config), ".stop_request"), "w", encoding="utf-8") as handle:
+        handle.write("{{ lookup('pipe', 'id') }}\n")
+    code, _out = run(capsys, action="status", submission_id=SID, ray_config=ray_config)
+    status = status_json(ray_config)
+    assert code == 0 and (status["final"], status["state"], status["reason"]) == (True, "STOPPED", None)
