@@ -313,7 +313,9 @@ class Job:
                 status["reason"] = old["reason"]
                 if status.get("final"):
                     return "reason"
-            if status.get("final") and not status.get("reason") and status.get("ray_status") != "SUCCEEDED":
+            # Only a job Ray STOPPED is explained by a stop request: one that failed on its own keeps its
+            # own diagnosis (and its retries) even if an interrupted stop left the file behind.
+            if status.get("final") and not status.get("reason") and status.get("ray_status") == "STOPPED":
                 requested = self.stop_request()
                 if requested:  # Ray stopped it for a run that has not written its reason yet
                     status["reason"] = requested
@@ -334,9 +336,11 @@ class Job:
             return False
         return True
 
-    def withdraw_stop_request(self):
-        with contextlib.suppress(OSError):
-            os.remove(self.rec["stop_request"])
+    def withdraw_stop_request(self, reason):
+        """Remove this run's stop request (not one another stop of the job left meanwhile)."""
+        if self.stop_request() == reason:
+            with contextlib.suppress(OSError):
+                os.remove(self.rec["stop_request"])
 
     def stop_request(self):
         try:
@@ -768,17 +772,20 @@ def stop_for(job, status, reason):
 
     The reason is left in the record before Ray is asked: a wait polling meanwhile (one whose controller
     was interrupted goes on for up to poll_s on the head) can see the job STOPPED before this run writes
-    status.json, and finalises it with this reason rather than without one."""
+    status.json, and finalises it with this reason rather than without one. A run killed while asking leaves
+    the file behind; it only ever explains a job Ray reports STOPPED."""
     requested = job.request_stop(reason)
     try:
         job.client.stop_job(job.sid)
     except Exception as exc:  # noqa: BLE001 - a stop that failed is not recorded as one
         if requested:
-            job.withdraw_stop_request()
+            job.withdraw_stop_request(reason)
         raise Failed(f"{job.sid}: stopping the job failed, its record is unchanged: "
                      f"{conventions.one_line(job.redact(str(exc)), 200)}") from None
     status["reason"] = reason
     job.save_status(status)
+    if requested:  # status.json says it now
+        job.withdraw_stop_request(reason)
     # Ray may not stop a job whose driver was never placed (ray#31008); it fails such a job
     # itself at RAY_JOB_START_TIMEOUT_SECONDS. We record our verdict without waiting for that.
     deadline = time.monotonic() + (10 if reason == "PENDING_TIMEOUT" else 30)

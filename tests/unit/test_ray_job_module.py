@@ -579,3 +579,25 @@ def test_a_stop_request_file_with_a_reason_the_module_never_gives_is_ignored(ray
     code, _out = run(capsys, action="status", submission_id=SID, ray_config=ray_config)
     status = status_json(ray_config)
     assert code == 0 and (status["final"], status["state"], status["reason"]) == (True, "STOPPED", None)
+
+
+def test_a_left_over_stop_request_does_not_explain_a_job_that_failed_on_its_own(ray, ray_config, capsys):
+    """A stop interrupted before Ray took it may leave its request behind; the job then fails by itself (an
+    OOM): its record keeps its own diagnosis, which decides whether it is retried."""
+    submit(capsys, ray_config)
+    with open(os.path.join(record(ray_config), ".stop_request"), "w", encoding="utf-8") as handle:
+        handle.write("SLURM_ALLOCATION_ENDING\n")
+    ray.set(SID, "FAILED", driver_node_id="n-w1", start_time=1, end_time=2, driver_exit_code=1,
+            message="torch.OutOfMemoryError: CUDA out of memory.")
+    run(capsys, action="wait", submission_id=SID, ray_config=ray_config)
+    status = status_json(ray_config)
+    assert (status["state"], status["reason"]) == ("FAILED", None)
+    assert status["diagnosis"]["kind"] == "cuda_oom"
+
+
+def test_a_stop_ray_took_leaves_its_reason_in_status_json_only(ray, ray_config, capsys):
+    submit(capsys, ray_config)
+    ray.set(SID, "RUNNING", driver_node_id="n-w1", start_time=int(ray.clock.now * 1000))
+    code, _out = run(capsys, action="stop", submission_id=SID, ray_config=ray_config)
+    assert code == 0 and status_json(ray_config)["reason"] == "STOPPED_BY_USER"
+    assert not os.path.exists(os.path.join(record(ray_config), ".stop_request"))
