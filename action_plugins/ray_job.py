@@ -26,8 +26,6 @@ from ansible.module_utils import conventions, redaction  # isort: skip
 display = Display()
 
 POLL_S = 20
-# Reasons ray_job itself stops a job for (its spec's timeouts, a person): never retried.
-OWN_STOPS = ("DEADLINE_EXCEEDED", "PENDING_TIMEOUT", *conventions.STOP_REASONS)
 # A poll that cannot reach the head is retried this many times in a row before the run fails.
 CONNECTION_RETRIES = 3
 
@@ -187,7 +185,7 @@ class ActionModule(ActionBase):
             policy = status.get("retries") or {}
             kind = (status.get("diagnosis") or {}).get("kind")
             # A run stopped for its own time limits is not retried: each attempt would get a fresh max_run_s.
-            if kind not in (policy.get("on") or []) or status.get("reason") in OWN_STOPS:
+            if kind not in (policy.get("on") or []) or status.get("reason") in conventions.OWN_STOP_REASONS:  # never retried
                 break
             planned = module(action="attempt", submission_id=last["submission_id"])
             newest = planned.get("newest")

@@ -309,16 +309,15 @@ class Job:
                 status.clear()
                 status.update(old)
                 return "final"
-            if old.get("reason") and not status.get("reason"):
-                status["reason"] = old["reason"]
+            # A reason given by another run: in status.json, or, for a job Ray STOPPED, in the stop request
+            # of a run that has not written status.json yet (one that failed on its own keeps its own
+            # diagnosis, and its retries, even if an interrupted stop left the file behind).
+            given = not status.get("reason") and (
+                old.get("reason") or (status.get("final") and status.get("ray_status") == "STOPPED"
+                                      and self.stop_request()))
+            if given:
+                status["reason"] = given
                 if status.get("final"):
-                    return "reason"
-            # Only a job Ray STOPPED is explained by a stop request: one that failed on its own keeps its
-            # own diagnosis (and its retries) even if an interrupted stop left the file behind.
-            if status.get("final") and not status.get("reason") and status.get("ray_status") == "STOPPED":
-                requested = self.stop_request()
-                if requested:  # Ray stopped it for a run that has not written its reason yet
-                    status["reason"] = requested
                     return "reason"
             for path, text in (files or {}).items():
                 self.write_text(path, text)
@@ -349,7 +348,7 @@ class Job:
         except (OSError, UnicodeDecodeError):
             return None
         # Only a reason this module gives is taken from the file (it sits on storage others can write).
-        return reason if reason in (*conventions.STOP_REASONS, "PENDING_TIMEOUT", "DEADLINE_EXCEEDED") else None
+        return reason if reason in conventions.OWN_STOP_REASONS else None
 
     def refresh_log(self):
         """The driver log: Ray's, written into the record; when Ray has none (the driver's node died, the head

@@ -26,6 +26,8 @@ SHARED_ROOT_MARK = ".shared-root-id"
 # Why a stop was asked for, as the record's reason says: a person, or a Slurm allocation about to end
 # (scripts/slurm_batch.py). Neither is retried.
 STOP_REASONS = ("STOPPED_BY_USER", "SLURM_ALLOCATION_ENDING")
+# Every reason ray_job gives a job it stopped: the above and its own timeouts (pending_s, max_run_s).
+OWN_STOP_REASONS = ("PENDING_TIMEOUT", "DEADLINE_EXCEEDED", *STOP_REASONS)
 
 
 def matches(rule, value):
