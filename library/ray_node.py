@@ -166,10 +166,7 @@ killed_driver_pids:
   elements: int
 """
 
-import glob
 import os
-import re
-import shutil
 import time
 
 from ansible.module_utils import ray_node_ctl as ctl
@@ -189,74 +186,11 @@ def ray_version(module, python, wanted):
     return version
 
 
-def keep_token(module, token, path):
-    """Write the token file when it differs; returns whether it changed."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            if handle.read().strip() == token:
-                return False
-    except FileNotFoundError:
-        pass
-    if not module.check_mode:
-        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-        tmp = f"{path}.tmp-{os.getpid()}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(token + "\n")
-        os.replace(tmp, path)
-    return True
-
-
-def jobs_in_the_way(role, node_ip, dashboard_url, token_path):
-    """What a restart of this node would end: the head ends every job; a worker, those on it.
-
-    Raises when the cluster cannot be read: the caller then refuses to restart.
-    """
-    from ansible.module_utils import ray_cluster as rc
-
-    rc.prepare_client_env(token_path)
-    jobs = [rc.job_summary(j) for j in rc.job_client(dashboard_url, rc.read_token(token_path)).list_jobs()]
-    active = [j for j in jobs if j["status"] in ("PENDING", "RUNNING")]
-    if role == "head":
-        return sorted(j["submission_id"] or j["job_id"] or "?" for j in active)
-    here = {n["node_id"] for n in rc.list_nodes(dashboard_url) if n["node_ip"] == node_ip and n["state"] == "ALIVE"}
-    drivers = sorted(j["submission_id"] or "?" for j in active if j.get("driver_node_id") in here)
-    actors = here & set(rc.list_alive_actor_nodes(dashboard_url))
-    return drivers or (["actors of a running job"] if actors else [])
-
-
-def run_env(python, env):
-    # Jobs inherit the node's PATH: the Ray venv must come first or entrypoints run
-    # `python` from the system and fail with "No module named 'ray'".
-    merged = dict(os.environ)
-    merged.update({k: str(v) for k, v in env.items()})
-    merged["PATH"] = os.path.dirname(python) + os.pathsep + merged.get("PATH", "/usr/bin:/bin")
-    return merged
-
-
-# SIGTERM lets the raylet tell the head it leaves, so the cluster lists it DEAD at once
-# (after a SIGKILL it stays ALIVE until its health checks fail); SIGKILL after this grace.
-STOP_GRACE_S = 10
-# Ray's own temporary folder (session directories of a Ray left by an earlier setup are removed).
-RAY_TMP = "/tmp/ray"
-
-
 def stop(module, ray_bin, env, remove_sessions):
-    rc, out, err = module.run_command([ray_bin, "stop", f"--grace-period={STOP_GRACE_S}"], environ_update=env)
-    if rc != 0:
-        module.fail_json(msg=f"ray stop failed: {(err or out).strip()}")
-    for _ in range(50):
-        if not ctl.find_raylets():
-            break
-        time.sleep(0.2)
-    killed = ctl.kill_pids(ctl.find_job_drivers())
-    if remove_sessions:
-        for path in glob.glob(os.path.join(RAY_TMP, "session_*")):
-            if os.path.islink(path):
-                os.unlink(path)
-            else:
-                shutil.rmtree(path, ignore_errors=True)
-    return killed
+    try:
+        return ctl.stop(module.run_command, ray_bin, env, remove_sessions)
+    except RuntimeError as exc:
+        module.fail_json(msg=str(exc))
 
 
 def main():
@@ -279,7 +213,7 @@ def main():
             "state_file": {"type": "path", "default": "/run/ray-verl/node.json"},
             "ray_version": {"type": "str"},
             "token": {"type": "str", "no_log": True},
-            "token_path": {"type": "path"},
+            "token_path": {"type": "path", "no_log": False},
             "dashboard_url": {"type": "str"},
             "socket_ifname": {"type": "str", "default": ""},
             "force": {"type": "bool", "default": False},
@@ -294,16 +228,12 @@ def main():
     python = p["python"]
     ray_bin = os.path.join(os.path.dirname(python), "ray")
     if p["state"] == "started" and p["socket_ifname"]:
-        ifname = p["socket_ifname"]
-        if ifname != "auto" and not re.fullmatch(r"[A-Za-z0-9_.:@-]{1,15}", ifname):
-            module.fail_json(msg=f"ray_node_socket_ifname: must be auto, empty or an interface name, got {ifname!r}")
-        if ifname == "auto":
-            ifname = ctl.interface_to(module.run_command, p["head_ip"] or p["node_ip"])
-            if not ifname:
-                module.fail_json(msg=f"no interface reaches {p['head_ip'] or p['node_ip']} from this node; "
-                                 "set ray_node_socket_ifname to the interface's name")
+        try:
+            ifname = ctl.socket_interface(module.run_command, p["socket_ifname"], p["head_ip"] or p["node_ip"])
+        except ValueError as exc:
+            module.fail_json(msg=str(exc))
         p["env"] = {**{var: ifname for var in ctl.SOCKET_VARS}, **p["env"]}
-    env = run_env(python, p["env"])
+    env = ctl.run_env(python, p["env"])
     state = ctl.read_state(p["state_file"])
     raylets = ctl.find_raylets()
 
@@ -321,7 +251,7 @@ def main():
                          killed_driver_pids=killed or drivers)
 
     version = ray_version(module, python, p["ray_version"])
-    token_changed = bool(p["token"]) and keep_token(module, p["token"], p["token_path"])
+    token_changed = bool(p["token"]) and ctl.keep_token(p["token"], p["token_path"], module.check_mode)
     try:
         argv = ctl.start_command(
             ray_bin, p["role"], p["node_ip"], p["gcs_port"], head_ip=p["head_ip"],
@@ -344,7 +274,7 @@ def main():
         # Asked only now: a healthy node never pays for importing Ray and reading the cluster.
         try:
             token_path = p["token_path"] or p["env"].get("RAY_AUTH_TOKEN_PATH")
-            busy = jobs_in_the_way(p["role"], p["node_ip"], p["dashboard_url"], token_path) \
+            busy = ctl.jobs_in_the_way(p["role"], p["node_ip"], p["dashboard_url"], token_path) \
                 if p["dashboard_url"] else None
         except Exception as exc:  # noqa: BLE001 - any failure means "cannot tell"
             busy = None

@@ -86,11 +86,9 @@ actions:
 """
 
 import os
-import re
-import secrets
 
+from ansible.module_utils import shared_root_ctl as ctl
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.conventions import SHARED_ROOT_MARK
 
 
 def findmnt(module, path):
@@ -100,110 +98,16 @@ def findmnt(module, path):
     return out.strip() if rc == 0 else ""
 
 
-def same_directory(a, b):
-    try:
-        sa, sb = os.stat(a), os.stat(b)
-    except OSError:
-        return False
-    return (sa.st_ino, sa.st_dev) == (sb.st_ino, sb.st_dev)
-
-
-def fstab_line(p):
-    if p["mode"] == "nfs":
-        return f"{p['source']} {p['path']} nfs {p['nfs_options']} 0 0"
-    return f"{p['source']} {p['path']} none bind 0 0"
-
-
-def settle_fstab(module, p, actions):
-    """Make O(fstab) carry exactly one line for the shared root's mount point."""
-    line = fstab_line(p)
-    try:
-        with open(p["fstab"], encoding="utf-8") as handle:
-            lines = handle.read().splitlines()
-    except FileNotFoundError:
-        lines = []
-    ours = re.compile(r"^\S+\s+" + re.escape(p["path"]) + r"\s")
-    kept = [entry for entry in lines if not ours.match(entry)]
-    if [entry for entry in lines if ours.match(entry)] == [line]:
-        return
-    actions.append(f"record the mount in {p['fstab']}")
-    if not module.check_mode:
-        tmp = p["fstab"] + ".shared_root.tmp"
-        with open(tmp, "w", encoding="utf-8") as handle:
-            handle.write("\n".join([*kept, line]) + "\n")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, p["fstab"])
-
-
 def mount(module, p, actions):
     actions.append(f"mount {p['source']} at {p['path']} ({p['mode']})")
     if module.check_mode:
         return
     for folder in ([p["source"]] if p["mode"] == "bind" else []) + [p["path"]]:
         os.makedirs(folder, mode=0o755, exist_ok=True)
-    argv = ["mount", "--bind", p["source"], p["path"]] if p["mode"] == "bind" else \
-        ["mount", "-t", "nfs", "-o", p["nfs_options"], p["source"], p["path"]]
+    argv = ctl.mount_command(p)
     rc, out, err = module.run_command(argv)
     if rc != 0:
         module.fail_json(msg=f"{p['node_name']}: {' '.join(argv)} failed: {(err or out).strip()}", actions=actions)
-
-
-def not_shared(p, mounted):
-    """Why O(path) is not the shared root, or None when it is."""
-    if not mounted:
-        return "nothing is mounted there"
-    if p["mode"] == "nfs" and mounted.split()[0] != p["source"]:
-        return f"mounted: {mounted}; expected nfs {p['source']}"
-    if p["mode"] == "bind" and not same_directory(p["source"], p["path"]):
-        return f"mounted: {mounted}; expected a bind mount of {p['source']}"
-    return None
-
-
-def lay_out(module, p, actions):
-    # Parents first (common before common/code).
-    for sub, mode_text in sorted(p["layout"].items()):
-        mode = int(mode_text, 8)
-        folder = os.path.join(p["path"], sub)
-        try:
-            info = os.stat(folder)
-        except FileNotFoundError:
-            info = None
-        if info is not None and not mode & 0o002 and info.st_uid != os.geteuid():
-            module.fail_json(msg=f"{p['node_name']}: {folder} belongs to uid {info.st_uid}, not to uid {os.geteuid()}: "
-                             "code there runs in every job, so only its owner may write it; "
-                             "check what is in it, then chown it", actions=actions)
-        if info is not None and info.st_mode & 0o7777 == mode:
-            continue
-        actions.append(f"{'create' if info is None else 'chmod'} {folder} {mode_text}")
-        if module.check_mode:
-            continue
-        try:
-            os.mkdir(folder, mode)
-        except FileExistsError:  # another node of the same storage made it a moment ago
-            pass
-        os.chmod(folder, mode)  # mkdir's mode passes through the umask
-
-
-def read_mark(module, p, actions):
-    """The storage's mark, written once: O_EXCL lets exactly one node of several create it."""
-    path = os.path.join(p["path"], SHARED_ROOT_MARK)
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return handle.read().strip()
-    except FileNotFoundError:
-        pass
-    actions.append(f"mark the storage ({path})")
-    if module.check_mode:
-        return ""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    except FileExistsError:
-        with open(path, encoding="utf-8") as handle:
-            return handle.read().strip()
-    mark = secrets.token_hex(20)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(mark + "\n")
-    return mark
 
 
 def main():
@@ -223,31 +127,30 @@ def main():
     )
     p = module.params
     p["node_name"] = p["node_name"] or os.uname().nodename
-    if not os.path.isabs(p["path"]):
-        module.fail_json(msg=f"shared_root_path must be absolute, got {p['path']!r}")
-    for sub, mode in p["layout"].items():
-        if sub.startswith("/") or ".." in sub.split("/") or not sub.strip("/"):
-            module.fail_json(msg=f"shared_root_layout entry {sub!r} must be a relative path inside the shared root")
-        if not re.fullmatch(r"0?[0-7]{3,4}", str(mode)):
-            module.fail_json(msg=f"shared_root_layout entry {sub!r}: the mode must be octal like 0755, got {mode!r}")
-        p["layout"][sub] = str(mode)
+    try:
+        p["layout"] = ctl.check_settings(p)
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
     actions = []
     mounted = findmnt(module, p["path"])
     if not mounted and p["mode"] != "none":
         mount(module, p, actions)
         mounted = "" if module.check_mode else findmnt(module, p["path"])
     if p["persist"] and p["mode"] != "none":
-        settle_fstab(module, p, actions)
+        ctl.settle_fstab(p, actions, module.check_mode)
     if module.check_mode and not mounted:
         # Nothing to verify yet: the mount above has not happened.
         module.exit_json(changed=bool(actions), mounted="", mark="", actions=actions)
-    why = not_shared(p, mounted)
+    why = ctl.not_shared(p, mounted)
     if why:
         module.fail_json(msg=f"{p['node_name']}: {p['path']} is not the shared root ({why}). "
                          "Jobs would write to this node's local disk and lose their data.",
                          mounted=mounted, actions=actions)
-    lay_out(module, p, actions)
-    mark = read_mark(module, p, actions)
+    try:
+        ctl.lay_out(p, actions, module.check_mode)
+    except ctl.NotUsable as exc:
+        module.fail_json(msg=str(exc), actions=actions)
+    mark = ctl.read_mark(p, actions, module.check_mode)
     module.exit_json(changed=bool(actions), mounted=mounted, mark=mark, actions=actions)
 
 

@@ -1,14 +1,20 @@
 """Start, inspect and stop the Ray processes of one node (the host we run on).
 
-Pure helpers used by library/ray_node.py. The node records what it was started
-with (a fingerprint of the command, environment and Ray version) so a re-run can
-tell "healthy, leave it" from "drifted, restart it" without asking Ray.
+The work of library/ray_node.py, which keeps only its documentation, its argument spec and
+main(). The node records what it was started with (a fingerprint of the command, environment
+and Ray version) so a re-run can tell "healthy, leave it" from "drifted, restart it" without
+asking Ray. Commands run through a `run_command(argv, environ_update=None) -> (rc, out, err)`
+given by the caller (AnsibleModule.run_command).
 """
 
+import glob
 import hashlib
 import json
 import os
+import re
+import shutil
 import signal
+import time
 
 try:
     from ansible.module_utils.job_record import read_json, write_json
@@ -66,6 +72,69 @@ def interface_to(run_command, ip):
 
 # NCCL and Gloo pick an interface on their own, often a wrong one (verl#967, verl#726): name it.
 SOCKET_VARS = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
+_IFNAME = re.compile(r"[A-Za-z0-9_.:@-]{1,15}")
+
+
+def socket_interface(run_command, ifname, target):
+    """The interface named by the socket_ifname setting: `auto` is the one that reaches target.
+
+    Raises ValueError, naming the setting, for a malformed name or when no interface reaches target.
+    """
+    if ifname != "auto" and not _IFNAME.fullmatch(ifname):
+        raise ValueError(f"ray_node_socket_ifname: must be auto, empty or an interface name, got {ifname!r}")
+    if ifname != "auto":
+        return ifname
+    found = interface_to(run_command, target)
+    if not found:
+        raise ValueError(f"no interface reaches {target} from this node; "
+                         "set ray_node_socket_ifname to the interface's name")
+    return found
+
+
+def run_env(python, env):
+    """The environment `ray start` and `ray stop` run with: env over ours, the Ray venv first on PATH."""
+    # Jobs inherit the node's PATH: the Ray venv must come first or entrypoints run
+    # `python` from the system and fail with "No module named 'ray'".
+    merged = dict(os.environ)
+    merged.update({k: str(v) for k, v in env.items()})
+    merged["PATH"] = os.path.dirname(python) + os.pathsep + merged.get("PATH", "/usr/bin:/bin")
+    return merged
+
+
+def keep_token(token, path, check_mode=False):
+    """Write the token file (mode 0600, atomically) when it differs; returns whether it changed."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            if handle.read().strip() == token:
+                return False
+    except FileNotFoundError:
+        pass
+    if not check_mode:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        tmp = f"{path}.tmp-{os.getpid()}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(token + "\n")
+        os.replace(tmp, path)
+    return True
+
+
+def jobs_in_the_way(role, node_ip, dashboard_url, token_path):
+    """What a restart of this node would end: the head ends every job; a worker, those on it.
+
+    Raises when the cluster cannot be read: the caller then refuses to restart.
+    """
+    from ansible.module_utils import ray_cluster as rc
+
+    rc.prepare_client_env(token_path)
+    jobs = [rc.job_summary(j) for j in rc.job_client(dashboard_url, rc.read_token(token_path)).list_jobs()]
+    active = [j for j in jobs if j["status"] in ("PENDING", "RUNNING")]
+    if role == "head":
+        return sorted(j["submission_id"] or j["job_id"] or "?" for j in active)
+    here = {n["node_id"] for n in rc.list_nodes(dashboard_url) if n["node_ip"] == node_ip and n["state"] == "ALIVE"}
+    drivers = sorted(j["submission_id"] or "?" for j in active if j.get("driver_node_id") in here)
+    actors = here & set(rc.list_alive_actor_nodes(dashboard_url))
+    return drivers or (["actors of a running job"] if actors else [])
 
 
 def digest(text):
@@ -148,6 +217,35 @@ def kill_pids(pids, sig=signal.SIGKILL):
     return killed
 
 
+# SIGTERM lets the raylet tell the head it leaves, so the cluster lists it DEAD at once
+# (after a SIGKILL it stays ALIVE until its health checks fail); SIGKILL after this grace.
+STOP_GRACE_S = 10
+# Ray's own temporary folder (session directories of a Ray left by an earlier setup are removed).
+RAY_TMP = "/tmp/ray"
+
+
+def stop(run_command, ray_bin, env, remove_sessions):
+    """`ray stop`, then end the job drivers it leaves behind; returns their PIDs.
+
+    Raises RuntimeError when `ray stop` fails.
+    """
+    rc, out, err = run_command([ray_bin, "stop", f"--grace-period={STOP_GRACE_S}"], environ_update=env)
+    if rc != 0:
+        raise RuntimeError(f"ray stop failed: {(err or out).strip()}")
+    for _ in range(50):
+        if not find_raylets():
+            break
+        time.sleep(0.2)
+    killed = kill_pids(find_job_drivers())
+    if remove_sessions:
+        for path in glob.glob(os.path.join(RAY_TMP, "session_*")):
+            if os.path.islink(path):
+                os.unlink(path)
+            else:
+                shutil.rmtree(path, ignore_errors=True)
+    return killed
+
+
 def plan(running, state, want_fingerprint, cleanup_legacy, restart=False):
     """Decide what to do for state=started.
 
@@ -182,3 +280,4 @@ def diff_state(old, new):
     if old.get("token_digest") != new.get("token_digest"):
         changes.append("token")
     return changes
+

@@ -134,3 +134,33 @@ def test_the_debugger_is_never_opened_on_every_interface():
     with pytest.raises(ValueError, match="--ray-debugger-external would open the debugger on every interface"):
         ctl.start_command("/v/bin/ray", "worker", "10.0.0.11", 6379, head_ip="10.0.0.10",
                           extra_args=["--ray-debugger-external"])
+
+
+def test_socket_interface_is_a_name_or_the_one_that_reaches_the_target():
+    run = lambda argv: {("ip", "route", "get", "10.0.0.10"): (0, "10.0.0.10 dev eth0 src 10.0.0.11\n", "")}.get(
+        tuple(argv), (2, "", "RTNETLINK answers: Network is unreachable"))
+    assert ctl.socket_interface(run, "ib0", "10.0.0.10") == "ib0"
+    assert ctl.socket_interface(run, "auto", "10.0.0.10") == "eth0"
+    with pytest.raises(ValueError, match="^no interface reaches 10.9.9.9 from this node"):
+        ctl.socket_interface(run, "auto", "10.9.9.9")
+    with pytest.raises(ValueError, match="^ray_node_socket_ifname: must be auto, empty or an interface name"):
+        ctl.socket_interface(run, "eth0; reboot", "10.0.0.10")
+
+
+def test_keep_token_writes_it_0600_once_and_not_in_check_mode(tmp_path):
+    path = str(tmp_path / "etc" / "token")
+    assert ctl.keep_token("t1", path, check_mode=True) is True and not os.path.exists(path)
+    assert ctl.keep_token("t1", path) is True and os.stat(path).st_mode & 0o777 == 0o600
+    assert ctl.keep_token("t1", path) is False
+    with open(path, encoding="utf-8") as handle:
+        assert handle.read() == "t1\n"
+
+
+def test_run_env_puts_the_ray_venv_first_on_path():
+    env = ctl.run_env("/opt/ray/bin/python", {"RAY_AUTH_MODE": "token", "N": 1})
+    assert env["PATH"].startswith("/opt/ray/bin" + os.pathsep) and env["RAY_AUTH_MODE"] == "token" and env["N"] == "1"
+
+
+def test_a_failed_ray_stop_is_an_error_naming_it():
+    with pytest.raises(RuntimeError, match="^ray stop failed: no permission$"):
+        ctl.stop(lambda argv, environ_update=None: (1, "", "no permission\n"), "/opt/ray/bin/ray", {}, False)

@@ -143,7 +143,7 @@ def jobs(monkeypatch):
             raise answer["busy"]
         return answer["busy"]
 
-    monkeypatch.setattr(ray_node, "jobs_in_the_way", jobs_in_the_way)
+    monkeypatch.setattr(ray_node.ctl, "jobs_in_the_way", jobs_in_the_way)
     return answer, asked
 
 
@@ -240,7 +240,7 @@ def test_legacy_ray_is_replaced_with_cleanup_and_its_sessions_removed(host, head
     temp_dir = tmp_path / "ray"
     (temp_dir / "session_2024-01-01_00-00-00_1").mkdir(parents=True)
     (temp_dir / "keep").mkdir()
-    monkeypatch.setattr(ray_node, "RAY_TMP", str(temp_dir))
+    monkeypatch.setattr(ray_node.ctl, "RAY_TMP", str(temp_dir))
     host.raylets = [99]
     jobs[0]["busy"] = []
     code, out = run(capsys, {**head, "cleanup_legacy": True, "dashboard_url": "http://10.0.0.10:8265"})
