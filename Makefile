@@ -51,19 +51,19 @@ lab-venv: $(LAB_VENV)/bin/python
 
 # The lab's site data: a tiny model and SFT data set, and the verl source to snapshot.
 lab-assets: lab-venv
-	$(LAB_VENV)/bin/python scripts/make_tiny_assets.py .lab/private/common/tiny
+	$(LAB_VENV)/bin/python lab/assets/make_tiny_assets.py .lab/private/common/tiny
 	@test -f .lab/src/verl-0.9.1.tar.gz || $(LAB_VENV)/bin/pip download -q --no-deps --no-binary=:all: verl==0.9.1 -d .lab/src
 
 lab-up: venv lab-venv system-deps
-	$(PYTHON) scripts/lab.py up --workers $(WORKERS)
+	$(PYTHON) lab/lab.py up --workers $(WORKERS)
 	$(MAKE) lab-assets
 
 # Slurm on the lab: slurmctld on lab-head (the login node), slurmd on the workers, munge everywhere.
 lab-slurm: lab-up
-	$(PYTHON) scripts/lab_slurm.py up
+	$(PYTHON) lab/lab_slurm.py up
 
 lab-down:
-	$(PYTHON) scripts/lab.py down
+	$(PYTHON) lab/lab.py down
 
 # The main job on the embedded default: the lab, the cluster, a job, and where its record is.
 # DEMO_SPEC=smoke is the quick option (seconds instead of a minute).

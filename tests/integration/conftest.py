@@ -1,6 +1,6 @@
 """Integration tests on the lab: real SSH hosts in network namespaces, a real Ray cluster.
 
-The lab is brought up once per session (scripts/lab.py) and the cluster with up.yml;
+The lab is brought up once per session (lab/lab.py) and the cluster with up.yml;
 tests run the playbooks exactly as a user types them, from the repository root.
 """
 
@@ -54,7 +54,7 @@ def playbook(name, *args):
 
 
 def ssh(host, command, check=True):
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "lab.py"), "ssh", host, "--", command],
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "lab", "lab.py"), "ssh", host, "--", command],
                           check=False, capture_output=True, text=True, timeout=120)
     if check and proc.returncode != 0:
         raise AssertionError(f"{host}: {command!r} failed rc={proc.returncode}: {proc.stderr}{proc.stdout}")
@@ -93,7 +93,7 @@ def lab():
     yield
     if os.environ.get("KEEP_LAB") != "1":
         playbook("down.yml")
-        subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "lab.py"), "down"], check=False, timeout=120)
+        subprocess.run([sys.executable, os.path.join(ROOT, "lab", "lab.py"), "down"], check=False, timeout=120)
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Slurm on the lab (scripts/lab_slurm.py): slurmctld on lab-head, the login node; slurmd on both workers.
+"""Slurm on the lab (lab/lab_slurm.py): slurmctld on lab-head, the login node; slurmd on both workers.
 
 An allocation of the two workers is the cluster: lab-worker1 its Ray head, lab-worker2 its worker. The lab's
 own cluster (head on lab-head) makes way first; the next test module's up.yml brings it back.
@@ -21,7 +21,7 @@ OUT = os.path.join(SLURM_DIR, "out")
 @pytest.fixture(scope="module", autouse=True)
 def slurm_lab(lab):
     assert playbook("down.yml").rc == 0  # the allocation's nodes must not run the lab's own Ray
-    subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "lab_slurm.py"), "up"], check=True, timeout=120)
+    subprocess.run([sys.executable, os.path.join(ROOT, "lab", "lab_slurm.py"), "up"], check=True, timeout=120)
     os.makedirs(OUT, exist_ok=True)
     yield
     playbook("down.yml")  # whatever a failed test left on the workers

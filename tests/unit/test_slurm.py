@@ -14,6 +14,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 DATA = os.path.join(ROOT, "tests", "unit", "data", "slurm")
 sys.path.insert(0, os.path.join(ROOT, "module_utils"))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
+sys.path.insert(0, os.path.join(ROOT, "lab"))
 import lab_slurm
 import slurm
 import slurm_batch

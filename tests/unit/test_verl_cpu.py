@@ -1,4 +1,4 @@
-"""verl_cpu (the CPU platform plugin for verl) and scripts/make_tiny_assets.py.
+"""lab/verl_cpu (the CPU platform plugin for verl) and lab/assets/make_tiny_assets.py.
 
 The backend rewrite and the asset script's pure parts need neither torch nor verl and always run. The device
 stand-ins need torch and the platform and patches need verl: those skip where they are missing (the project's
@@ -15,7 +15,7 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-for path in (ROOT, os.path.join(ROOT, "scripts")):
+for path in (os.path.join(ROOT, "lab"), os.path.join(ROOT, "lab", "assets")):
     if path not in sys.path:
         sys.path.insert(0, path)
 
@@ -30,7 +30,7 @@ def _load_by_path(name, relpath):
     return module
 
 
-backend = _load_by_path("verl_cpu_backend_under_test", "verl_cpu/backend.py")
+backend = _load_by_path("verl_cpu_backend_under_test", "lab/verl_cpu/backend.py")
 
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
 HAVE_VERL = HAVE_TORCH and importlib.util.find_spec("verl") is not None
@@ -160,7 +160,7 @@ def test_main_leaves_complete_outputs_alone(tmp_path, monkeypatch, capsys):
 
 @pytest.fixture(scope="module")
 def cpu_device():
-    return _load_by_path("verl_cpu_device_under_test", "verl_cpu/device.py")
+    return _load_by_path("verl_cpu_device_under_test", "lab/verl_cpu/device.py")
 
 
 # Every attribute verl 0.9.1 calls on get_torch_device() (grep "get_torch_device()\." and memory_utils.py).

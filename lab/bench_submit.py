@@ -4,7 +4,7 @@
 Prints, for each path, the seconds from start to the job being RUNNING and to the end of the
 command (for submit.yml with wait=true: the playbook's end, after the job ended and its record
 was finalised). Needs a running lab cluster (make lab-up && ansible-playbook up.yml).
-Usage: .venv/bin/python scripts/bench_submit.py [--runs N]
+Usage: .venv/bin/python lab/bench_submit.py [--runs N]
 """
 
 import argparse

@@ -9,7 +9,7 @@ For each N (workers), builds the lab with N workers and prints, as medians of --
 At the first N it also times status.yml, and submit.yml without wait beside its floor: a one-task
 playbook on the head that imports Ray's job SDK there.
 Takes the lab down and up again: never run it beside other lab tests. Leaves a lab with 2 workers.
-Usage: .venv/bin/python scripts/bench_up.py [--workers 2 4 8] [--runs 3]
+Usage: .venv/bin/python lab/bench_up.py [--workers 2 4 8] [--runs 3]
 """
 
 import argparse
