@@ -22,31 +22,15 @@ from plugin_utils import PROJECT_ROOT, jobspec_input, ray_action
 
 # Importable once plugin_utils has put the project's module_utils on ansible.module_utils' path.
 from ansible.module_utils import conventions, redaction  # isort: skip
+from ansible.module_utils.jobs import options  # isort: skip
+from ansible.module_utils.jobs.status import JobStatus, RecordError  # isort: skip
 
 display = Display()
 
-POLL_S = 20
 # A poll that cannot reach the head is retried this many times in a row before the run fails.
 CONNECTION_RETRIES = 3
-
-ARGUMENT_SPEC = {
-    "action": {"type": "str", "choices": ["submit", "wait", "status", "stop", "logs", "reconcile", "resume"], "default": "submit"},
-    "spec": {"type": "str"},
-    "overrides": {"type": "dict", "default": {}},
-    "extra_vars": {"type": "bool", "default": False},
-    "submission_id": {"type": "str"},
-    "stop_reason": {"type": "str", "choices": list(conventions.STOP_REASONS), "default": "STOPPED_BY_USER"},
-    "wait": {"type": "bool", "default": False},
-    "poll_s": {"type": "int", "default": POLL_S},
-    "preflight": {"type": "bool", "default": True},
-    "specs_dir": {"type": "path"},
-    "suite": {"type": "str"},
-    "entry": {"type": "str"},
-    "suites_dir": {"type": "path"},
-    "ray_config": {"type": "dict"},
-    "token_path": {"type": "path", "no_log": False},
-    "python": {"type": "str"},
-}
+ARGUMENT_SPEC = {**options.argument_spec("action"), "ray_config": {"type": "dict"},
+                 "token_path": {"type": "path", "no_log": False}}
 
 
 def follow(poll, show):
@@ -85,11 +69,8 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
-        _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC, required_if=[
-            ("action", "wait", ("submission_id",)), ("action", "status", ("submission_id",)),
-            ("action", "stop", ("submission_id",)), ("action", "logs", ("submission_id",)),
-            ("action", "resume", ("submission_id",))],
-            required_together=[("suite", "entry")], mutually_exclusive=[("suite", "spec")])
+        _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC, required_if=options.required_if(),
+                                              required_together=[("suite", "entry")], mutually_exclusive=[("suite", "spec")])
         connection, python = ray_action.connection(self._templar, args, address="ray_config")
         try:
             connection["ray_config"] = self._with_site_secret_names(connection["ray_config"])
@@ -181,11 +162,15 @@ class ActionModule(ActionBase):
 
         spec: the job's spec as this run resolved it (secrets included), or None to take it from the record."""
         while not last.get("failed") and last.get("state") == "FAILED":
-            status = last.get("status") or {}
-            policy = status.get("retries") or {}
-            kind = (status.get("diagnosis") or {}).get("kind")
-            # A run stopped for its own time limits is not retried: each attempt would get a fresh max_run_s.
-            if kind not in (policy.get("on") or []) or status.get("reason") in conventions.OWN_STOP_REASONS:  # never retried
+            try:
+                status = JobStatus.from_dict(last.get("status"), where=f"{last.get('submission_id')}'s status")
+            except RecordError as exc:
+                return {**last, "failed": True, "msg": f"{exc}; not retried"}
+            policy = status.retries or {}
+            kind = (status.diagnosis or {}).get("kind")
+            # A run stopped for its own time limits (or by a person, or Slurm) is not retried: each attempt would
+            # get a fresh max_run_s.
+            if kind not in (policy.get("on") or []) or status.reason in conventions.OWN_STOP_REASONS:
                 break
             planned = module(action="attempt", submission_id=last["submission_id"])
             newest = planned.get("newest")
@@ -193,7 +178,7 @@ class ActionModule(ActionBase):
                 # Retried before (an earlier run of this command): follow the newest attempt, start none.
                 last = self._follow(module, newest, None, poll_s)
                 continue
-            if planned.get("failed") or planned.get("attempts_made", 0) >= policy.get("max", 0):
+            if planned.get("failed") or planned.get("attempts_made", 0) >= (policy.get("max") or 0):
                 break
             self._show(f"{last['submission_id']}: failed ({kind}): attempt {planned['attempts_made'] + 1} of "
                        f"{policy['max']}, resuming from the newest whole checkpoint")

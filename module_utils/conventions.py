@@ -28,6 +28,12 @@ SHARED_ROOT_MARK = ".shared-root-id"
 STOP_REASONS = ("STOPPED_BY_USER", "SLURM_ALLOCATION_ENDING")
 # Every reason ray_job gives a job it stopped: the above and its own timeouts (pending_s, max_run_s).
 OWN_STOP_REASONS = ("PENDING_TIMEOUT", "DEADLINE_EXCEEDED", *STOP_REASONS)
+# The reason a stop gives when nobody names one (job.yml -e do=stop).
+DEFAULT_STOP_REASON = STOP_REASONS[0]
+# Seconds a job may wait for resources when its spec does not say (JobSpec timeouts.pending_s).
+DEFAULT_PENDING_S = 600
+# Seconds one ray_job wait call follows a job before it returns a progress line (-e poll_s).
+POLL_S = 20
 
 
 def matches(rule, value):

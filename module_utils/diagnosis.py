@@ -7,13 +7,20 @@ kills a worker, which then looks like a dead actor). Pure and standard-library o
 the head imports it, and the unit tests run it on real log excerpts.
 """
 
+import collections
 import re
 
-# (kind, patterns, hint). Patterns are searched line by line, case-sensitive, as Ray and verl print them.
-SIGNATURES = (
+# retryable: a retry may cure it (JobSpec retries.on takes only these): the cluster failed the job, not the job
+# itself. User errors (hydra_config, import_error, ...) fail the same way again; a stop by a person or by Slurm is
+# never retried.
+Signature = collections.namedtuple("Signature", "kind patterns hint retryable", defaults=(False,))
+
+# Signature(kind, patterns, hint, retryable). Patterns are searched line by line, case-sensitive, as Ray and verl print them.
+SIGNATURES = tuple(Signature(*row) for row in (
     # Set by ray_job itself (the status's reason) when a restarted head no longer knows a job.
     ("head_restarted", (r"^HEAD_RESTARTED$",),
-     "Ray's head restarted during the job and forgot it: resubmit it (or resume it from its last whole checkpoint)"),
+     "Ray's head restarted during the job and forgot it: resubmit it (or resume it from its last whole checkpoint)",
+     True),
     # Set by scripts/slurm_batch.py (through job.yml do=stop) when Slurm ends the allocation under the job.
     ("slurm_allocation_ending", (r"^SLURM_ALLOCATION_ENDING$",),
      ("the Slurm allocation ended (its time limit, or scancel) before the job did: ask for more time "
@@ -22,7 +29,7 @@ SIGNATURES = (
      "a GPU ran out of memory: lower the micro batch size, enable offload or gradient checkpointing"),
     ("oom_kill", (r"ray\.exceptions\.OutOfMemoryError", r"Task was killed due to the node running low on memory",
                   r"Killed process \d+ .*oom", r"oom-kill", r"memory usage threshold"),
-     "a node ran out of host memory and Ray or the kernel killed a worker: lower batch sizes or add memory"),
+     "a node ran out of host memory and Ray or the kernel killed a worker: lower batch sizes or add memory", True),
     ("hydra_config", (r"Could not override '", r"Key '[^']+' is not in struct", r"ConfigCompositionException",
                       r"omegaconf\.errors\.\w+", r"Could not append to config"),
      "a hydra override names a key the trainer's config does not have: check the overrides against the code_id"),
@@ -35,19 +42,22 @@ SIGNATURES = (
      "the runtime_env upload is too large: put the code on the shared root and pick it with code_id"),
     ("nccl_gloo", (r"connectFullMesh failed", r"\bNCCL error\b", r"ncclSystemError", r"ncclInternalError",
                    r"ProcessGroupNCCL.*(timed out|Timeout)", r"Gloo.*(Connection refused|timed out)"),
-     "collectives could not connect: run doctor.yml, check NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME and firewalls"),
+     "collectives could not connect: run doctor.yml, check NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME and firewalls",
+     True),
     ("node_died", (r"has been marked dead", r"NodeDiedError", r"The actor died unexpectedly",
                    r"ActorDiedError", r"JOB_SUPERVISOR_ACTOR_DIED", r"raylet (died|exited)", r"Raylet is terminated",
                    r"node .* (was|is) dead"),
      ("a node (or a worker process on it) died: check the node (ray status, dmesg); the job can resume from its "
-     "last whole checkpoint")),
+     "last whole checkpoint"), True),
     ("resources_pending", (r"PENDING_TIMEOUT", r"JOB_SUPERVISOR_ACTOR_START_TIMEOUT",
                            r"No available node types can fulfill", r"\binfeasible\b", r"Infeasible"),
      "no node offers what the job asks for: check the GPUs and custom resources (worker_node) the spec requests"),
-)
+))
 
-_COMPILED = tuple((kind, tuple(re.compile(p) for p in patterns), hint) for kind, patterns, hint in SIGNATURES)
-KINDS = tuple(kind for kind, _, _ in SIGNATURES)
+_COMPILED = tuple((s.kind, tuple(re.compile(p) for p in s.patterns), s.hint) for s in SIGNATURES)
+KINDS = tuple(s.kind for s in SIGNATURES)
+HINTS = {s.kind: s.hint for s in SIGNATURES}
+RETRYABLE = tuple(s.kind for s in SIGNATURES if s.retryable)
 # A line of evidence is cut to this many characters.
 EVIDENCE_WIDTH = 300
 

@@ -19,7 +19,7 @@ import math
 import posixpath
 import secrets
 
-from ansible.module_utils import conventions
+from ansible.module_utils import conventions, diagnosis
 from ansible.module_utils.job_record import paths as record_paths
 from ansible.module_utils.redaction import DEFAULT_SECRET_ENV_NAMES
 
@@ -27,9 +27,8 @@ WORKLOADS = ("ppo", "grpo", "sft", "smoke", "command")
 # Workloads rendered as verl trainers: they need a model and training data.
 TRAINERS = ("ppo", "grpo", "sft")
 TRAINER_REQUIRED = ("model_path", "train_files")
-# Failure kinds (module_utils/diagnosis.py) a retry may cure. User errors (hydra_config, import_error) are
-# not among them: the same job would fail the same way.
-RETRYABLE = ("node_died", "head_restarted", "nccl_gloo", "oom_kill")
+# Failure kinds a retry may cure: the diagnosis table marks them.
+RETRYABLE = diagnosis.RETRYABLE
 
 # (regex, what a valid value looks like). Anchored, used with re.fullmatch here and as JSON
 # Schema patterns, so both accept the same strings.

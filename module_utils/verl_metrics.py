@@ -37,6 +37,8 @@ PLOT_SERIES = ("loss", "reward", "kl", "entropy", "grad_norm", "critic_loss", "r
 # The line's own step, after whatever precedes it on the line (Ray's "(TaskRunner pid=1) ", a progress bar's
 # "...1.36s/it]" without a newline), but never the end of a key like training/global_step:3.
 _STEP = re.compile(r"(?<![\w/])step:(\d+) - ")
+# Ray colours the "(Actor pid=N)" prefix of a worker's lines; a progress line shows neither.
+_RAY_PREFIX = re.compile(r"\x1b\[[0-9;]*m|^\s*\([^)]*pid=\d+[^)]*\)\s*")
 _PAIR = re.compile(r"(?:^|\s-\s)([A-Za-z_][\w/().@-]*):\s*([^\s]+)")
 # numpy 2 reprs scalars as np.float64(0.5); pprint of a plain float is just 0.5.
 _NP_SCALAR = re.compile(r"^(?:np|numpy)\.\w+\((.*)\)$")
@@ -94,6 +96,20 @@ def parse_log(text):
             steps.setdefault(step, {}).update(values)
     return [{"step": step, **summarize(values), "metrics": dict(sorted(values.items()))}
             for step, values in sorted(steps.items())]
+
+
+def last_step_line(text, width=200):
+    """The newest console-logger step line of a log (Ray's prefix and colours removed), shortened, or None."""
+    for line in reversed((text or "").splitlines()):
+        if _STEP.search(line):
+            line = _RAY_PREFIX.sub("", _RAY_PREFIX.sub("", line)).strip()
+            return line if len(line) <= width else line[: width - 3] + "..."
+    return None
+
+
+def step_losses(text):
+    """[(step, loss)] in step order: SFT's train/loss or PPO/GRPO's actor/pg_loss (SUMMARY_KEYS' loss)."""
+    return [(row["step"], row["loss"]) for row in parse_log(text) if "loss" in row]
 
 
 def jsonl(rows):

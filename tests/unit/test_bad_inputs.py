@@ -10,8 +10,7 @@ import pytest
 import ray_job
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils import jobspec
-from test_ray_job_action import action, make_action, module_result
-from test_ray_job_module import SECRET, make_spec, ray, ray_config  # noqa: F401 - fixtures
+from ray_job_harness import SECRET, action, make_action, make_spec, module_result
 
 from filter_plugins.conventions_filters import ray_verl_checked_id
 from plugin_utils import jobspec_input, schedule
@@ -30,7 +29,7 @@ def specs_dir(tmp_path):
 
 
 @pytest.fixture
-def inventory(ray_config):  # noqa: F811
+def inventory(ray_config):
     return {"ray_config": ray_config, "ray_auth_enabled": True, "ray_auth_token_path": "/etc/ray-verl/ray_token",
             "ray_python": "/opt/ray/bin/python"}
 
@@ -106,7 +105,7 @@ SUBMIT_CASES = [
 
 
 @pytest.mark.parametrize(("field", "extra"), SUBMIT_CASES, ids=[f"{f}:{i}" for i, (f, _) in enumerate(SUBMIT_CASES)])
-def test_submit_refuses(field, extra, inventory, specs_dir, ray_config, ray, monkeypatch):  # noqa: F811
+def test_submit_refuses(field, extra, inventory, specs_dir, ray_config, ray, monkeypatch):
     root = ray_config["shared_root"]
     values = {"spec": "smoke", **{k: v.replace(ROOT, root) for k, v in extra.items()}}
     monkeypatch.setattr(action, "load_extra_vars", lambda loader: values)
@@ -122,7 +121,7 @@ JOB_IDS = ["../x", "..", ".", "a/b", "", "x\x00y", "-rf", "a b", "$(id)", "a" * 
 
 
 @pytest.mark.parametrize("sid", JOB_IDS)
-def test_job_action_refuses_a_bad_id(sid, inventory, ray_config, ray):  # noqa: F811
+def test_job_action_refuses_a_bad_id(sid, inventory, ray_config, ray):
     plugin = make_action({"action": "status", "submission_id": sid}, inventory,
                          lambda **kw: pytest.fail("the module must not run"))
     result = plugin.run(task_vars={})
@@ -130,19 +129,19 @@ def test_job_action_refuses_a_bad_id(sid, inventory, ray_config, ray):  # noqa: 
 
 
 @pytest.mark.parametrize("sid", ["../jobs/x", "a/../../b"])
-def test_job_module_refuses_a_bad_id(sid, ray, ray_config, capsys):  # noqa: F811
+def test_job_module_refuses_a_bad_id(sid, ray, ray_config, capsys):
     out = module_result(capsys, action="stop", submission_id=sid, ray_config=ray_config)
-    assert out["failed"] and out["msg"].startswith("jobspec field 'submission_id': ") and ray.stopped == []
+    assert out["failed"] and out["msg"].startswith("submission_id: must be ") and ray.stopped == []
 
 
-def test_job_module_refuses_another_jobs_output_dir(ray, ray_config, capsys):  # noqa: F811
+def test_job_module_refuses_another_jobs_output_dir(ray, ray_config, capsys):
     os.makedirs(os.path.join(ray_config["shared_root"], "jobs", "other"))
     out = module_result(capsys, action="stop", submission_id="mine", ray_config=ray_config,
                         output_dir=os.path.join(ray_config["shared_root"], "jobs", "other"))
-    assert out["failed"] and out["msg"].startswith("jobspec field 'output_dir': ") and ray.stopped == []
+    assert out["failed"] and out["msg"].startswith("output_dir: must be ") and ray.stopped == []
 
 
-def test_module_refuses_a_checkpoint_dir_that_a_symlink_takes_outside(ray, ray_config, capsys, tmp_path_factory):  # noqa: F811
+def test_module_refuses_a_checkpoint_dir_that_a_symlink_takes_outside(ray, ray_config, capsys, tmp_path_factory):
     root = ray_config["shared_root"]
     outside = tmp_path_factory.mktemp("outside")
     os.makedirs(os.path.join(root, "user"))
@@ -154,7 +153,7 @@ def test_module_refuses_a_checkpoint_dir_that_a_symlink_takes_outside(ray, ray_c
     assert not os.path.exists(os.path.join(root, "jobs")) and os.listdir(outside) == [] and ray.submitted == []
 
 
-def test_module_refuses_a_spec_for_another_shared_root(ray, ray_config, capsys, tmp_path_factory):  # noqa: F811
+def test_module_refuses_a_spec_for_another_shared_root(ray, ray_config, capsys, tmp_path_factory):
     other = {**ray_config, "shared_root": str(tmp_path_factory.mktemp("other"))}
     out = module_result(capsys, spec=make_spec(other), ray_config=ray_config)
     assert out["failed"] and out["msg"].startswith("jobspec field 'shared_root': ")
@@ -225,7 +224,7 @@ def test_the_table_has_sixty_bad_inputs():
     assert count >= 60
 
 
-def test_good_hydra_overrides_still_pass(ray_config):  # noqa: F811
+def test_good_hydra_overrides_still_pass(ray_config):
     spec = jobspec.resolve({"workload": "sft", "model_path": "/m", "train_files": "/t"}, name="sft",
                            ray_config=ray_config, cli={"overrides": [
                                "data.max_length=1024", "+trainer.val_before_train=false", "++a.b=1", "~c.d=null",
@@ -234,4 +233,4 @@ def test_good_hydra_overrides_still_pass(ray_config):  # noqa: F811
 
 
 def test_ray_job_module_is_the_one_under_test():
-    assert ray_job.check_paths is not None
+    assert ray_job.runner.submit.check_paths is not None

@@ -1,34 +1,16 @@
 """action_plugins/ray_job.py: the control-host half of ray_job. The remote boundary is faked: either a
 scripted module result per call, or the real module run in this process against a fake Ray and clock."""
 
-import importlib.util
 import json
 import os
 import re
 import shutil
-import types
 
 import pytest
-import ray_job
 from ansible.errors import AnsibleUndefinedVariable
-from ansible.module_utils.testing import patch_module_args
-from test_ray_job_module import SECRET, make_spec, ray, ray_config  # noqa: F401 - fixtures
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-_spec = importlib.util.spec_from_file_location("ray_job_action", os.path.join(ROOT, "action_plugins", "ray_job.py"))
-action = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(action)
+from ray_job_harness import SECRET, Templar, action, make_action, make_spec, module_result
 
 OLD_CAP = 180  # polls the playbook loop (job_wait.yml) made at most
-
-
-def module_result(capsys, **args):
-    """One run of library/ray_job.py in this process, as _execute_module would return it."""
-    with patch_module_args(args), pytest.raises(SystemExit):
-        ray_job.main()
-    out = json.loads(capsys.readouterr().out)
-    out.pop("invocation", None)
-    return out
 
 
 def test_follow_shows_a_line_per_poll_and_has_no_cap():
@@ -47,7 +29,7 @@ def test_follow_stops_at_a_failed_poll():
     assert polls == 2 and last["failed"] and shown == ["j: RUNNING"]
 
 
-def test_a_job_without_max_run_s_is_followed_past_the_old_cap(ray, ray_config, capsys):  # noqa: F811
+def test_a_job_without_max_run_s_is_followed_past_the_old_cap(ray, ray_config, capsys):
     """The real module on a fake clock: each poll follows the job for poll_s seconds of fake time."""
     spec = make_spec(ray_config, timeouts={"max_run_s": None})
     submitted = module_result(capsys, spec=spec, ray_config=ray_config)
@@ -72,7 +54,7 @@ def test_a_job_without_max_run_s_is_followed_past_the_old_cap(ray, ray_config, c
     assert shown[-1] == f"{sid}: SUCCEEDED" and not any(SECRET in line for line in shown)
 
 
-def test_a_job_with_max_run_s_is_stopped_by_its_own_timeout(ray, ray_config, capsys):  # noqa: F811
+def test_a_job_with_max_run_s_is_stopped_by_its_own_timeout(ray, ray_config, capsys):
     spec = make_spec(ray_config, timeouts={"max_run_s": 100})
     sid = module_result(capsys, spec=spec, ray_config=ray_config)["submission_id"]
     ray.set(sid, "RUNNING", driver_node_id="n-w1", start_time=int(ray.clock.now * 1000))
@@ -87,25 +69,6 @@ def test_a_job_with_max_run_s_is_stopped_by_its_own_timeout(ray, ray_config, cap
 # ------------------------------------------------------------------ the action itself
 
 
-class Templar:
-    """The inventory as the action sees it through resolve_variable_expression."""
-
-    def __init__(self, variables):
-        self.variables = variables
-
-    def resolve_variable_expression(self, name):
-        if name not in self.variables:
-            raise AnsibleUndefinedVariable(name)
-        return self.variables[name]
-
-
-def make_action(args, variables, executor, check_mode=False):
-    task = types.SimpleNamespace(args=args, async_val=0, check_mode=check_mode, action="ray_job")
-    connection = types.SimpleNamespace(_shell=types.SimpleNamespace(tmpdir="/tmp"))
-    plugin = action.ActionModule(task, connection, types.SimpleNamespace(check_mode=check_mode), None,
-                                 Templar(variables), None)
-    plugin._execute_module = executor
-    return plugin
 
 
 @pytest.fixture
@@ -115,12 +78,12 @@ def specs_dir(tmp_path):
 
 
 @pytest.fixture
-def inventory(ray_config):  # noqa: F811
+def inventory(ray_config):
     return {"ray_config": ray_config, "ray_auth_enabled": True, "ray_auth_token_path": "/etc/ray-verl/ray_token",
             "ray_python": "/opt/ray/bin/python", "jobspec_defaults": {"smoke": {"save_freq": 4}}}
 
 
-def test_submit_and_wait_through_the_module(ray, ray_config, inventory, specs_dir, capsys, monkeypatch):  # noqa: F811
+def test_submit_and_wait_through_the_module(ray, ray_config, inventory, specs_dir, capsys, monkeypatch):
     """The action resolves the spec with -e values, submits through the module, and follows it."""
     monkeypatch.setattr(action, "load_extra_vars", lambda loader: {
         "spec": "smoke", "wait": "true", "submission_id": "act-1", "timeouts.pending_s": "30", "ray_python": "x"})
@@ -163,7 +126,7 @@ def test_no_spec_named(inventory, specs_dir, monkeypatch):
     assert result["failed"] and "-e spec=NAME" in result["msg"]
 
 
-def test_check_mode_shows_exactly_what_is_submitted(ray, ray_config, inventory, specs_dir, capsys,  # noqa: F811
+def test_check_mode_shows_exactly_what_is_submitted(ray, ray_config, inventory, specs_dir, capsys,
                                                      monkeypatch):
     monkeypatch.setattr(action, "load_extra_vars", lambda loader: {
         "spec": "smoke", "submission_id": "chk-1", "env.WANDB_API_KEY": SECRET})
@@ -221,7 +184,7 @@ def save_checkpoint(checkpoints, step, world=2):
         handle.write(str(step))
 
 
-def retry_run(ray, ray_config, capsys, monkeypatch, tmp_path, extra, args):  # noqa: F811
+def retry_run(ray, ray_config, capsys, monkeypatch, tmp_path, extra, args):
     (tmp_path / "sft.yaml").write_text(SFT)
     monkeypatch.setattr(action, "load_extra_vars", lambda loader: extra)
     sent, shown = [], []
@@ -251,7 +214,7 @@ def status_of(jobs, sid):
         return json.load(handle)
 
 
-def test_a_job_that_lost_a_node_is_retried_from_its_newest_whole_checkpoint(ray, ray_config, capsys,  # noqa: F811
+def test_a_job_that_lost_a_node_is_retried_from_its_newest_whole_checkpoint(ray, ray_config, capsys,
                                                                              monkeypatch, tmp_path):
     extra = {"spec": "sft", "submission_id": "tr-1", "env.WANDB_API_KEY": SECRET}
     result, sent, shown, jobs = retry_run(ray, ray_config, capsys, monkeypatch, tmp_path, extra,
@@ -271,7 +234,7 @@ def test_a_job_that_lost_a_node_is_retried_from_its_newest_whole_checkpoint(ray,
     assert any("failed (node_died): attempt 1 of 1" in line for line in shown)
 
 
-def test_do_resume_takes_the_spec_from_the_record_and_asks_for_its_secrets_again(ray, ray_config, capsys,  # noqa: F811
+def test_do_resume_takes_the_spec_from_the_record_and_asks_for_its_secrets_again(ray, ray_config, capsys,
                                                                                  monkeypatch, tmp_path):
     extra = {"spec": "sft", "submission_id": "tr-1", "env.WANDB_API_KEY": SECRET, "retries.max": "0"}
     result, _, _, jobs = retry_run(ray, ray_config, capsys, monkeypatch, tmp_path, extra,
@@ -295,7 +258,7 @@ def test_do_resume_takes_the_spec_from_the_record_and_asks_for_its_secrets_again
         attempt["resumed_from"]["skipped"]
 
 
-def test_a_checkpoint_of_another_world_size_is_refused_and_nothing_is_made(ray, ray_config, capsys,  # noqa: F811
+def test_a_checkpoint_of_another_world_size_is_refused_and_nothing_is_made(ray, ray_config, capsys,
                                                                            monkeypatch, tmp_path):
     extra = {"spec": "sft", "submission_id": "tr-1", "retries.max": "0"}
     _, _, _, jobs = retry_run(ray, ray_config, capsys, monkeypatch, tmp_path, extra, {"extra_vars": True, "wait": True})
@@ -311,7 +274,7 @@ def test_a_checkpoint_of_another_world_size_is_refused_and_nothing_is_made(ray, 
     assert "resume refused" in result["msg"] and not os.path.exists(os.path.join(jobs, "tr-1-r1"))
 
 
-def test_running_the_retried_command_again_follows_the_attempt_and_starts_none(ray, ray_config, capsys,  # noqa: F811
+def test_running_the_retried_command_again_follows_the_attempt_and_starts_none(ray, ray_config, capsys,
                                                                               monkeypatch, tmp_path):
     extra = {"spec": "sft", "submission_id": "tr-1", "env.WANDB_API_KEY": SECRET}
     retry_run(ray, ray_config, capsys, monkeypatch, tmp_path, extra, {"extra_vars": True, "wait": True})
@@ -321,7 +284,7 @@ def test_running_the_retried_command_again_follows_the_attempt_and_starts_none(r
     assert [a["action"] for a in sent] == ["submit", "wait", "attempt", "wait"] and len(ray.submitted) == 2
 
 
-def test_a_job_that_never_saved_is_retried_from_the_start(ray, ray_config, capsys, monkeypatch,  # noqa: F811
+def test_a_job_that_never_saved_is_retried_from_the_start(ray, ray_config, capsys, monkeypatch,
                                                           tmp_path):
     real = save_checkpoint
     monkeypatch.setattr(__import__(__name__), "save_checkpoint", lambda *a, **k: None)  # it dies before saving
@@ -338,6 +301,6 @@ def test_a_job_that_never_saved_is_retried_from_the_start(ray, ray_config, capsy
 def test_a_job_stopped_for_its_own_deadline_is_not_retried():
     calls = []
     plugin = make_action({}, {}, lambda **kw: pytest.fail("no module call"))
-    last = {"state": "FAILED", "submission_id": "j", "status": {
+    last = {"state": "FAILED", "submission_id": "j", "status": {"submission_id": "j", "state": "FAILED", "final": True,
         "reason": "DEADLINE_EXCEEDED", "retries": {"max": 3, "on": ["nccl_gloo"]}, "diagnosis": {"kind": "nccl_gloo"}}}
     assert plugin._retries(lambda **kw: calls.append(kw), last, None, {}, 5) is last and calls == []

@@ -5,8 +5,7 @@ import os
 
 import pytest
 from ansible.module_utils import redaction
-from test_ray_job_action import action, make_action, module_result
-from test_ray_job_module import SID, files, make_spec, ray, ray_config, record, run  # noqa: F401 - fixtures
+from ray_job_harness import SID, action, files, make_action, make_spec, module_result, record, run
 
 SECRETS = ["AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY", "DB_PASSWD", "DB_PASSWORD", "PGPASSWORD", "GITHUB_PAT",
            "OPENAI_API_KEY", "S3_SECRET_KEY", "SSH_PRIVATE_KEY", "GH_TOKEN", "CLIENT_SECRET", "TOKEN", "GPG_PASSPHRASE",
@@ -35,7 +34,7 @@ AWKWARD = {"QUOTED_TOKEN": "it's\"quoted$x", "SHORT_TOKEN": "Zq", "ONE_KEY": "Q"
            "UNI_PASSWORD": "pässwörd✓", "BACKSLASH_PAT": "a\\b\\n", "SITE_CODE": "site-value-9876"}
 
 
-def test_secrets_of_every_shape_stay_out_of_the_submit_command_and_the_record(ray, ray_config, capsys):  # noqa: F811
+def test_secrets_of_every_shape_stay_out_of_the_submit_command_and_the_record(ray, ray_config, capsys):
     rc = {**ray_config, "secret_env_names": ["SITE_CODE"]}
     spec = make_spec(rc, env=dict(AWKWARD))
     code, out = run(capsys, spec=spec, ray_config=rc)
@@ -61,7 +60,7 @@ def test_secrets_of_every_shape_stay_out_of_the_submit_command_and_the_record(ra
         assert len(value) < 4 or json.dumps(value)[1:-1] not in json.dumps(out)
 
 
-def test_the_job_list_keeps_no_other_jobs_entrypoint(ray, ray_config, capsys):  # noqa: F811
+def test_the_job_list_keeps_no_other_jobs_entrypoint(ray, ray_config, capsys):
     run(capsys, spec=make_spec(ray_config), ray_config=ray_config)
     ray.submit_job(entrypoint="curl -H 'Authorization: Bearer other-users-secret-1234' x", submission_id="other-1",
                    runtime_env={}, metadata={})
@@ -73,7 +72,7 @@ def test_the_job_list_keeps_no_other_jobs_entrypoint(ray, ray_config, capsys):  
     assert "smoke_probe" in listing  # this job's own entrypoint is kept
 
 
-def test_site_secret_names_reach_the_module_and_the_invocation_is_redacted(ray, ray_config, capsys,  # noqa: F811
+def test_site_secret_names_reach_the_module_and_the_invocation_is_redacted(ray, ray_config, capsys,
                                                                            monkeypatch, tmp_path):
     specs = tmp_path / "specs"
     specs.mkdir()
@@ -100,7 +99,7 @@ def test_site_secret_names_reach_the_module_and_the_invocation_is_redacted(ray, 
         assert "site-value-9876" not in handle.read()
 
 
-def test_bad_site_secret_names_are_refused(ray_config):  # noqa: F811
+def test_bad_site_secret_names_are_refused(ray_config):
     inventory = {"ray_config": ray_config, "ray_auth_enabled": False, "ray_python": "/p",
                  "jobspec_secret_env_names": ["OK", "bad name"]}
     result = make_action({"action": "status", "submission_id": "x"}, inventory,

@@ -12,8 +12,7 @@ from ansible import context
 from ansible.module_utils.common.collections import ImmutableDict
 from ansible.parsing.dataloader import DataLoader
 from ansible.utils.vars import load_extra_vars
-from test_ray_job_action import action, make_action, module_result
-from test_ray_job_module import ray, ray_config  # noqa: F401 - fixtures
+from ray_job_harness import action, make_action, module_result
 
 from plugin_utils import jobspec_input
 
@@ -37,7 +36,7 @@ def command_line(monkeypatch, *pairs):
     monkeypatch.setattr(action.display, "display", lambda line: None)  # --check's lines; the results carry them
 
 
-def run_action(ray_config, specs_dir, check_mode, capsys):  # noqa: F811
+def run_action(ray_config, specs_dir, check_mode, capsys):
     sent = []
 
     def executor(module_name, module_args, task_vars):
@@ -53,7 +52,7 @@ def run_action(ray_config, specs_dir, check_mode, capsys):  # noqa: F811
     return plugin.run(task_vars={}), sent
 
 
-def test_a_lookup_in_an_env_value_stays_a_string(ray, ray_config, specs_dir, capsys, monkeypatch):  # noqa: F811
+def test_a_lookup_in_an_env_value_stays_a_string(ray, ray_config, specs_dir, capsys, monkeypatch):
     command_line(monkeypatch, "spec=smoke", "submission_id=data-1", 'env.FOO={{ lookup("pipe","id") }}')
     result, sent = run_action(ray_config, specs_dir, False, capsys)
     assert not result.get("failed"), result.get("msg")
@@ -63,7 +62,7 @@ def test_a_lookup_in_an_env_value_stays_a_string(ray, ray_config, specs_dir, cap
     assert "uid=" not in json.dumps(call)
 
 
-def test_arithmetic_in_metadata_stays_a_string(ray, ray_config, specs_dir, capsys, monkeypatch):  # noqa: F811
+def test_arithmetic_in_metadata_stays_a_string(ray, ray_config, specs_dir, capsys, monkeypatch):
     command_line(monkeypatch, "spec=smoke", "submission_id=data-2", "metadata.t={{ 6*7 }}")
     result, sent = run_action(ray_config, specs_dir, False, capsys)
     assert not result.get("failed"), result.get("msg")
@@ -72,7 +71,7 @@ def test_arithmetic_in_metadata_stays_a_string(ray, ray_config, specs_dir, capsy
 
 
 @pytest.mark.parametrize("source", ["spec file", "-e"])
-def test_an_entrypoint_with_braces_is_submitted_as_checked(source, ray, ray_config, specs_dir, capsys,  # noqa: F811
+def test_an_entrypoint_with_braces_is_submitted_as_checked(source, ray, ray_config, specs_dir, capsys,
                                                            monkeypatch):
     pairs = ["spec=cmd", "submission_id=awk-1"]
     if source == "-e":
@@ -90,13 +89,13 @@ def test_an_entrypoint_with_braces_is_submitted_as_checked(source, ray, ray_conf
         assert handle.read().rstrip(b"\n") == checked["submit_cmd"].encode()
 
 
-def test_a_suite_override_with_braces_stays_literal(specs_dir, ray_config):  # noqa: F811
+def test_a_suite_override_with_braces_stays_literal(specs_dir, ray_config):
     spec = jobspec_input.resolve_job("smoke", ray_config=ray_config, specs_dir=specs_dir,
                                      overrides={"env.X": "{{ 1 + 1 }}", "metadata.y": "{% if 1 %}x{% endif %}"})
     assert spec.env == {"X": "{{ 1 + 1 }}"} and spec.metadata == {"y": "{% if 1 %}x{% endif %}"}
 
 
-def test_a_vars_file_given_with_at_stays_literal(ray, ray_config, specs_dir, capsys, monkeypatch, tmp_path):  # noqa: F811
+def test_a_vars_file_given_with_at_stays_literal(ray, ray_config, specs_dir, capsys, monkeypatch, tmp_path):
     """-e @file is loaded trusted as a template by Ansible; the action's JSON round trip makes it data again."""
     vars_file = tmp_path / "vars.yml"
     vars_file.write_text("spec: smoke\nsubmission_id: data-3\nenv.FOO: \"{{ lookup('pipe', 'id') }}\"\n"

@@ -8,17 +8,17 @@ import threading
 import time
 
 import pytest
-from ansible.module_utils import job_record as jr
 from ansible.module_utils import ray_cluster as rc
-from test_ray_job_module import HEAD, SID, WORKER, make_spec, ray, ray_config, record, run, status_json  # noqa: F401
+from ansible.module_utils.jobs import record as jr
+from ray_job_harness import HEAD, SID, WORKER, make_spec, record, run, status_json
 
 
-def submitted(capsys, ray, ray_config):  # noqa: F811
+def submitted(capsys, ray, ray_config):
     code, out = run(capsys, spec=make_spec(ray_config), ray_config=ray_config)
     assert code == 0 and out["state"] == "PENDING"
 
 
-def test_a_lost_status_json_never_stops_a_pending_job(ray, ray_config, capsys):  # noqa: F811
+def test_a_lost_status_json_never_stops_a_pending_job(ray, ray_config, capsys):
     submitted(capsys, ray, ray_config)
     os.unlink(os.path.join(record(ray_config), "status.json"))
     ray.clock.now += 10_000  # far past pending_s (120): with submitted_at read as 0 it used to be stopped
@@ -28,7 +28,7 @@ def test_a_lost_status_json_never_stops_a_pending_job(ray, ray_config, capsys): 
     assert status["rebuilt"] and status["timeouts"]["pending_s"] == 120 and status["reason"] is None
 
 
-def test_an_unreadable_status_json_never_stops_a_running_job(ray, ray_config, capsys):  # noqa: F811
+def test_an_unreadable_status_json_never_stops_a_running_job(ray, ray_config, capsys):
     submitted(capsys, ray, ray_config)
     with open(os.path.join(record(ray_config), "status.json"), "w") as handle:
         handle.write('["not", "a status"')
@@ -38,7 +38,7 @@ def test_an_unreadable_status_json_never_stops_a_running_job(ray, ray_config, ca
     assert code == 0 and ray.stopped == [] and out["state"] == "RUNNING"
 
 
-def test_a_failed_stop_is_not_recorded_as_stopped(ray, ray_config, capsys):  # noqa: F811
+def test_a_failed_stop_is_not_recorded_as_stopped(ray, ray_config, capsys):
     submitted(capsys, ray, ray_config)
     ray.set(SID, "RUNNING", driver_node_id="n-w1", start_time=int(ray.clock.now * 1000))
     before = status_json(ray_config)
@@ -53,7 +53,7 @@ def test_a_failed_stop_is_not_recorded_as_stopped(ray, ray_config, capsys):  # n
     assert status_json(ray_config) == before and before["reason"] is None
 
 
-def test_an_unreachable_head_is_one_line_naming_the_address(ray, ray_config, capsys, monkeypatch):  # noqa: F811
+def test_an_unreachable_head_is_one_line_naming_the_address(ray, ray_config, capsys, monkeypatch):
     def unreachable(url, token):
         raise ConnectionError(f"Failed to connect to Ray at address: {url}.\nTraceback (most recent call last):")
 
@@ -64,7 +64,7 @@ def test_an_unreachable_head_is_one_line_naming_the_address(ray, ray_config, cap
     assert out["msg"].startswith("cannot talk to Ray's job API at http://10.0.0.10:8265: ConnectionError")
 
 
-def test_a_refused_token_is_one_line_naming_the_token_file(ray, ray_config, capsys, tmp_path):  # noqa: F811
+def test_a_refused_token_is_one_line_naming_the_token_file(ray, ray_config, capsys, tmp_path):
     submitted(capsys, ray, ray_config)
     token = tmp_path / "ray_token"
     token.write_text("0" * 64)
@@ -78,14 +78,14 @@ def test_a_refused_token_is_one_line_naming_the_token_file(ray, ray_config, caps
     assert "0" * 64 not in json.dumps(out)
 
 
-def test_a_missing_token_file_is_named(ray, ray_config, capsys, tmp_path):  # noqa: F811
+def test_a_missing_token_file_is_named(ray, ray_config, capsys, tmp_path):
     missing = str(tmp_path / "no_token")
     submitted(capsys, ray, ray_config)
     code, out = run(capsys, action="status", submission_id=SID, ray_config=ray_config, token_path=missing)
     assert code == 1 and out["msg"] == f"cannot read the Ray token file {missing}: No such file or directory"
 
 
-def test_a_submit_interrupted_before_ray_had_it_is_submitted_by_the_same_command(ray, ray_config, capsys):  # noqa: F811
+def test_a_submit_interrupted_before_ray_had_it_is_submitted_by_the_same_command(ray, ray_config, capsys):
     os.makedirs(os.path.join(record(ray_config), "config"))  # the record's directory, then the submit was killed
     code, out = run(capsys, spec=make_spec(ray_config), ray_config=ray_config)
     assert code == 0 and out["changed"] and len(ray.submitted) == 1 and out["state"] == "PENDING"
@@ -94,7 +94,7 @@ def test_a_submit_interrupted_before_ray_had_it_is_submitted_by_the_same_command
     assert code == 0 and again["existed"] and len(ray.submitted) == 1
 
 
-def test_a_submit_interrupted_after_ray_accepted_it_finishes_the_record(ray, ray_config, capsys):  # noqa: F811
+def test_a_submit_interrupted_after_ray_accepted_it_finishes_the_record(ray, ray_config, capsys):
     submitted(capsys, ray, ray_config)
     os.unlink(os.path.join(record(ray_config), "status.json"))  # killed before status.json was written
     ray.set(SID, "RUNNING", driver_node_id="n-w1", start_time=int(ray.clock.now * 1000))
@@ -108,13 +108,13 @@ def test_a_submit_interrupted_after_ray_accepted_it_finishes_the_record(ray, ray
     assert code == 0 and out["state"] == "SUCCEEDED" and ray.stopped == []
 
 
-def test_an_interrupted_submit_in_check_mode_changes_nothing(ray, ray_config, capsys):  # noqa: F811
+def test_an_interrupted_submit_in_check_mode_changes_nothing(ray, ray_config, capsys):
     os.makedirs(record(ray_config))
     code, out = run(capsys, spec=make_spec(ray_config), ray_config=ray_config, _ansible_check_mode=True)
     assert code == 0 and out["changed"] and ray.submitted == [] and os.listdir(record(ray_config)) == []
 
 
-def test_a_rerun_racing_an_unfinished_submit_waits_for_it_and_submits_nothing(ray, ray_config, capsys,  # noqa: F811
+def test_a_rerun_racing_an_unfinished_submit_waits_for_it_and_submits_nothing(ray, ray_config, capsys,
                                                                               monkeypatch):
     # The other run of this id made the record and holds its lock; it submits and writes status.json only later.
     monkeypatch.setattr(jr, "time", time)  # the lock's wait runs on the real clock, as the other thread does
@@ -138,7 +138,7 @@ def test_a_rerun_racing_an_unfinished_submit_waits_for_it_and_submits_nothing(ra
     assert status_json(ray_config)["state"] == "PENDING" and "reason" in status_json(ray_config)
 
 
-def test_a_head_without_the_shared_storage_submits_nothing(ray, ray_config, capsys):  # noqa: F811
+def test_a_head_without_the_shared_storage_submits_nothing(ray, ray_config, capsys):
     os.unlink(os.path.join(ray_config["shared_root"], ".shared-root-id"))  # the storage is not mounted here
     code, out = run(capsys, spec=make_spec(ray_config), ray_config=ray_config)
     assert code == 1 and "\n" not in out["msg"] and out["msg"].startswith("shared_root: ")
@@ -146,7 +146,7 @@ def test_a_head_without_the_shared_storage_submits_nothing(ray, ray_config, caps
 
 
 @pytest.mark.parametrize("err", [errno.ENOSPC, errno.EACCES, errno.EIO])
-def test_an_os_error_while_writing_the_record_is_one_line_and_the_retry_completes_it(ray, ray_config, capsys,  # noqa: F811
+def test_an_os_error_while_writing_the_record_is_one_line_and_the_retry_completes_it(ray, ray_config, capsys,
                                                                                      monkeypatch, err):
     real = jr.write_text
 
@@ -166,7 +166,7 @@ def test_an_os_error_while_writing_the_record_is_one_line_and_the_retry_complete
     assert not [n for n in os.listdir(os.path.join(record(ray_config), "debug")) if n.startswith(".tmp-")]
 
 
-def test_status_rebuilds_a_lost_status_json_and_never_stops_the_job(ray, ray_config, capsys):  # noqa: F811
+def test_status_rebuilds_a_lost_status_json_and_never_stops_the_job(ray, ray_config, capsys):
     submitted(capsys, ray, ray_config)
     os.unlink(os.path.join(record(ray_config), "status.json"))
     ray.set(SID, "RUNNING", driver_node_id="n-w1", start_time=int(ray.clock.now * 1000))
@@ -176,7 +176,7 @@ def test_status_rebuilds_a_lost_status_json_and_never_stops_the_job(ray, ray_con
     assert status["submission_id"] == SID and status["rebuilt"] and status["timeouts"]["pending_s"] == 120
 
 
-def test_a_completed_record_keeps_the_pending_timeout_from_rays_submit_time(ray, ray_config, capsys):  # noqa: F811
+def test_a_completed_record_keeps_the_pending_timeout_from_rays_submit_time(ray, ray_config, capsys):
     submitted(capsys, ray, ray_config)
     accepted_ms = status_json(ray_config)["submitted_at"]
     ray.set(SID, "PENDING", start_time=accepted_ms)  # Ray stamps start_time when it accepts a submission
@@ -188,7 +188,7 @@ def test_a_completed_record_keeps_the_pending_timeout_from_rays_submit_time(ray,
     assert code == 0 and out["done"] and ray.stopped == [SID] and status_json(ray_config)["reason"] == "PENDING_TIMEOUT"
 
 
-def test_a_kept_driver_log_is_never_replaced_by_nothing_and_still_diagnoses(ray, ray_config, capsys):  # noqa: F811
+def test_a_kept_driver_log_is_never_replaced_by_nothing_and_still_diagnoses(ray, ray_config, capsys):
     submitted(capsys, ray, ray_config)
     ray.set(SID, "RUNNING", driver_node_id="n-w1", start_time=int(ray.clock.now * 1000))
     ray.logs[SID] = "step:3 - train/loss:5.0\n(raylet) Raylet is terminated. Termination is unexpected.\n"
@@ -206,7 +206,7 @@ def test_a_kept_driver_log_is_never_replaced_by_nothing_and_still_diagnoses(ray,
     assert status_json(ray_config)["diagnosis"]["kind"] == "node_died"
 
 
-def test_a_submit_stuck_holding_the_lock_makes_a_rerun_fail_in_one_line(ray, ray_config, capsys):  # noqa: F811
+def test_a_submit_stuck_holding_the_lock_makes_a_rerun_fail_in_one_line(ray, ray_config, capsys):
     os.makedirs(record(ray_config))
     with jr.record_lock(record(ray_config)):  # a run that hangs (the fake clock lets the wait run out at once)
         code, out = run(capsys, spec=make_spec(ray_config), ray_config=ray_config)
@@ -215,7 +215,7 @@ def test_a_submit_stuck_holding_the_lock_makes_a_rerun_fail_in_one_line(ray, ray
                           "(the lock is .submit.lock in the record)")
 
 
-def test_a_failure_without_words_whose_driver_node_died_is_a_dead_node(ray, ray_config, capsys, monkeypatch):  # noqa: F811
+def test_a_failure_without_words_whose_driver_node_died_is_a_dead_node(ray, ray_config, capsys, monkeypatch):
     submitted(capsys, ray, ray_config)
     answers = [[HEAD, WORKER], [HEAD, WORKER], [HEAD, dict(WORKER, state="DEAD")]]  # DEAD after health checks
     monkeypatch.setattr(rc, "list_nodes", lambda url: answers.pop(0) if len(answers) > 1 else answers[0])
@@ -228,7 +228,7 @@ def test_a_failure_without_words_whose_driver_node_died_is_a_dead_node(ray, ray_
         "file": "debug/nodes.json", "line": "the driver's node n-w1 (10.0.0.11) is DEAD"}
 
 
-def test_a_failure_without_words_on_a_live_node_stays_unknown(ray, ray_config, capsys):  # noqa: F811
+def test_a_failure_without_words_on_a_live_node_stays_unknown(ray, ray_config, capsys):
     submitted(capsys, ray, ray_config)
     ray.set(SID, "FAILED", driver_node_id="n-w1", driver_exit_code=1, start_time=1, end_time=2,
             message="Job entrypoint command failed with exit code 1")
@@ -238,7 +238,7 @@ def test_a_failure_without_words_on_a_live_node_stays_unknown(ray, ray_config, c
 
 @pytest.mark.parametrize(("reason", "kind"), [("SLURM_ALLOCATION_ENDING", "slurm_allocation_ending"),
                                                ("STOPPED_BY_USER", "unknown")])
-def test_a_stop_is_final_at_once_with_its_reason(ray, ray_config, capsys, monkeypatch, reason, kind):  # noqa: F811
+def test_a_stop_is_final_at_once_with_its_reason(ray, ray_config, capsys, monkeypatch, reason, kind):
     submitted(capsys, ray, ray_config)
     ray.set(SID, "RUNNING", driver_node_id="n-w1", start_time=int(ray.clock.now * 1000))
     polls = []
@@ -252,7 +252,7 @@ def test_a_stop_is_final_at_once_with_its_reason(ray, ray_config, capsys, monkey
     assert len(polls) == 1
 
 
-def test_a_stop_reason_outside_the_choices_is_refused(ray, ray_config, capsys):  # noqa: F811
+def test_a_stop_reason_outside_the_choices_is_refused(ray, ray_config, capsys):
     submitted(capsys, ray, ray_config)
     code, out = run(capsys, action="stop", submission_id=SID, stop_reason="$(reboot)", ray_config=ray_config)
     assert code == 1 and "stop_reason" in out["msg"] and ray.stopped == []

@@ -5,10 +5,10 @@ import json
 import os
 
 from ansible.module_utils import ray_cluster as rc
-from test_ray_job_module import HEAD, SID, WORKER, files, make_spec, ray, ray_config, record, run  # noqa: F401
+from ray_job_harness import HEAD, SID, WORKER, files, make_spec, record, run
 
 
-def submit_then_restart(capsys, ray, ray_config, monkeypatch, sid=SID, head_after_s=60):  # noqa: F811
+def submit_then_restart(capsys, ray, ray_config, monkeypatch, sid=SID, head_after_s=60):
     code, out = run(capsys, spec=make_spec(ray_config, submission_id=sid), ray_config=ray_config)
     assert code == 0 and out["state"] == "PENDING"
     ray.set(sid, "RUNNING", driver_node_id="n-w1", start_time=int(ray.clock.now * 1000))
@@ -19,7 +19,7 @@ def submit_then_restart(capsys, ray, ray_config, monkeypatch, sid=SID, head_afte
     monkeypatch.setattr(rc, "list_nodes", lambda url: [head, WORKER])
 
 
-def test_wait_finalises_a_job_the_restarted_head_forgot(ray, ray_config, capsys, monkeypatch):  # noqa: F811
+def test_wait_finalises_a_job_the_restarted_head_forgot(ray, ray_config, capsys, monkeypatch):
     submit_then_restart(capsys, ray, ray_config, monkeypatch)
     code, out = run(capsys, action="wait", submission_id=SID, ray_config=ray_config)
     assert code == 0 and out["done"] and out["state"] == "FAILED" and ray.stopped == []
@@ -33,13 +33,13 @@ def test_wait_finalises_a_job_the_restarted_head_forgot(ray, ray_config, capsys,
     assert code == 0 and again["state"] == "FAILED" and not again["changed"]
 
 
-def test_status_finalises_it_too(ray, ray_config, capsys, monkeypatch):  # noqa: F811
+def test_status_finalises_it_too(ray, ray_config, capsys, monkeypatch):
     submit_then_restart(capsys, ray, ray_config, monkeypatch)
     code, out = run(capsys, action="status", submission_id=SID, ray_config=ray_config)
     assert code == 0 and out["state"] == "FAILED" and status_of(ray_config)["reason"] == "HEAD_RESTARTED"
 
 
-def test_a_head_that_ran_since_before_the_submit_changes_nothing(ray, ray_config, capsys, monkeypatch):  # noqa: F811
+def test_a_head_that_ran_since_before_the_submit_changes_nothing(ray, ray_config, capsys, monkeypatch):
     submit_then_restart(capsys, ray, ray_config, monkeypatch, head_after_s=-600)
     before = files(record(ray_config))
     code, out = run(capsys, action="wait", submission_id=SID, ray_config=ray_config)
@@ -47,7 +47,7 @@ def test_a_head_that_ran_since_before_the_submit_changes_nothing(ray, ray_config
     assert files(record(ray_config)) == before
 
 
-def test_a_head_that_cannot_be_read_changes_nothing(ray, ray_config, capsys, monkeypatch):  # noqa: F811
+def test_a_head_that_cannot_be_read_changes_nothing(ray, ray_config, capsys, monkeypatch):
     submit_then_restart(capsys, ray, ray_config, monkeypatch)
 
     def unreadable(url):
@@ -59,7 +59,7 @@ def test_a_head_that_cannot_be_read_changes_nothing(ray, ray_config, capsys, mon
     assert code == 1 and out["msg"].startswith("cannot talk to Ray") and files(record(ray_config)) == before
 
 
-def test_reconcile_finalises_only_the_forgotten_records(ray, ray_config, capsys, monkeypatch):  # noqa: F811
+def test_reconcile_finalises_only_the_forgotten_records(ray, ray_config, capsys, monkeypatch):
     alive, done, lost = (SID.replace("abc123", s) for s in ("a11ve1", "d0ne01", "l0st01"))
     for sid in (alive, done, lost):
         assert run(capsys, spec=make_spec(ray_config, submission_id=sid), ray_config=ray_config)[0] == 0
@@ -80,17 +80,17 @@ def test_reconcile_finalises_only_the_forgotten_records(ray, ray_config, capsys,
     assert code == 0 and not out["changed"] and out["finalized"] == []
 
 
-def test_reconcile_without_open_records_does_not_ask_ray(ray, ray_config, capsys):  # noqa: F811
+def test_reconcile_without_open_records_does_not_ask_ray(ray, ray_config, capsys):
     code, out = run(capsys, action="reconcile", ray_config=ray_config)
     assert code == 0 and not out["changed"] and ray.clients == [] and out["msg"] == "no open job records"
 
 
-def status_of(ray_config, sid=SID):  # noqa: F811
+def status_of(ray_config, sid=SID):
     with open(os.path.join(record(ray_config, sid), "status.json"), encoding="utf-8") as handle:
         return json.load(handle)
 
 
-def test_a_rebuilt_record_is_never_finalised_from_a_guess(ray, ray_config, capsys, monkeypatch):  # noqa: F811
+def test_a_rebuilt_record_is_never_finalised_from_a_guess(ray, ray_config, capsys, monkeypatch):
     submit_then_restart(capsys, ray, ray_config, monkeypatch)
     os.unlink(os.path.join(record(ray_config), "status.json"))  # lost: nothing says it was ever submitted
     before = files(record(ray_config))

@@ -1,165 +1,15 @@
-"""library/ray_job.py run as Ansible runs it; only the Ray cluster (SDK, state API, dashboard) is faked."""
+"""The ray_job module: submit, wait, stop, status and logs, and the record each leaves."""
 
-import datetime
 import json
 import os
-import types
 
 import pytest
 import ray_job
-from ansible.module_utils import conventions, jobspec, jobspec_render
-from ansible.module_utils import ray_cluster as rc
-from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils import conventions, jobspec_render
+from ansible.module_utils.jobs import evidence, follow
 from ansible.module_utils.testing import patch_module_args
 from ray.job_submission import JobStatus
-
-SECRET = "wandb-0123456789abcdef"
-NOW = datetime.datetime(2025, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc)  # noqa: UP017
-SID = "smoke-20250102T030405Z-abc123"
-HEAD = {"node_id": "n-head", "node_ip": "10.0.0.10", "node_name": "head", "is_head_node": True, "state": "ALIVE",
-        "resources_total": {"CPU": 0.0}}
-WORKER = {"node_id": "n-w1", "node_ip": "10.0.0.11", "node_name": "w1", "is_head_node": False, "state": "ALIVE",
-          "resources_total": {"CPU": 8.0, "worker_node": 1.0}}
-LOG = f"""\
-smoke_probe: WANDB_API_KEY={SECRET}
-step:1 - train/loss:6.0625 - train/grad_norm:4.10 - train/lr:0.001
-step:2 - train/loss:5.5 - train/grad_norm:3.90 - train/lr:0.001
-step:3 - train/loss:5.0 - train/grad_norm:3.10 - train/lr:0.001
-done
-"""
-SMOKE = {"workload": "smoke", "timeouts": {"pending_s": 120, "max_run_s": 300},
-         "metadata": {"purpose": "cluster smoke test"}}
-RECORD_FILES = ("config/job_spec.json", "config/runtime_env.json", "config/submit_cmd.txt",
-                "config/env_var_names.json", "logs/ray_job_submit.out", "debug/ray_status_pre.txt", "status.json")
-
-
-class Clock:
-    """time.time/monotonic/sleep of the module: sleeping only moves the clock."""
-
-    def __init__(self):
-        self.now = 1_735_787_045.0
-
-    def time(self):
-        return self.now
-
-    def monotonic(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.now += seconds
-
-
-class FakeRay:
-    """A JobSubmissionClient (and the jobs it knows) shaped like Ray's."""
-
-    def __init__(self, clock):
-        self.clock = clock
-        self.jobs, self.logs = {}, {}
-        self.submitted, self.stopped, self.clients = [], [], []
-        self.submit_error = None
-        self.stop_to = "STOPPED"  # what stop_job makes of a job; None: it keeps its state
-
-    def client(self, dashboard_url, token):
-        self.clients.append((dashboard_url, token))
-        return self
-
-    def get_job_info(self, sid):
-        if sid not in self.jobs:
-            raise RuntimeError(f"Request failed with status code 404: Job {sid} does not exist.")
-        return self.jobs[sid]
-
-    def submit_job(self, **kwargs):
-        self.submitted.append(kwargs)
-        if self.submit_error:
-            raise self.submit_error
-        sid = kwargs["submission_id"]
-        self.jobs[sid] = types.SimpleNamespace(
-            submission_id=sid, job_id=None, status=JobStatus.PENDING, entrypoint=kwargs["entrypoint"],
-            message="Job has not started yet.", error_type=None, driver_node_id=None, driver_exit_code=None,
-            start_time=None, end_time=None, runtime_env=kwargs["runtime_env"], metadata=kwargs["metadata"])
-        return sid
-
-    def set(self, sid, status, **fields):
-        job = self.jobs[sid]
-        job.status = JobStatus(status)
-        for key, value in fields.items():
-            setattr(job, key, value)
-
-    def stop_job(self, sid):
-        self.stopped.append(sid)
-        if self.stop_to:
-            self.set(sid, self.stop_to, end_time=int(self.clock.now * 1000))
-        return True
-
-    def get_job_logs(self, sid):
-        return self.logs.get(sid, "")
-
-    def list_jobs(self):
-        return list(self.jobs.values())
-
-
-@pytest.fixture
-def ray(monkeypatch):
-    clock = Clock()
-    fake = FakeRay(clock)
-    monkeypatch.setattr(rc, "job_client", fake.client)
-    monkeypatch.setattr(rc, "list_nodes", lambda url: [HEAD, WORKER])
-    monkeypatch.setattr(rc, "cluster_status_text", lambda url, token: "======== Autoscaler status ========")
-    monkeypatch.setattr(rc, "list_actor_summaries", lambda url, limit=1000: [])
-    monkeypatch.setattr(rc, "list_alive_actor_nodes", lambda url: [])
-    monkeypatch.setattr(ray_job, "time", clock)
-    monkeypatch.setattr(ray_job.jr, "time", clock)
-
-    def no_process(self, args, **kwargs):
-        raise AssertionError(f"unexpected command {args}")
-
-    monkeypatch.setattr(AnsibleModule, "run_command", no_process)
-    # The module clears proxies and RAY_ADDRESS in its own process: give them back afterwards.
-    for name in (*rc._STRAY_ENV, "NO_PROXY", "no_proxy", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH"):
-        monkeypatch.setenv(name, "")
-    return fake
-
-
-@pytest.fixture
-def ray_config(tmp_path):
-    (tmp_path / conventions.SHARED_ROOT_MARK).write_text("0123abcd\n")  # what up.yml's shared_root leaves
-    return {"address": "10.0.0.10:6379", "dashboard_url": "http://10.0.0.10:8265", "shared_root": str(tmp_path)}
-
-
-def make_spec(ray_config, **cli):
-    cli.setdefault("env", {"WANDB_API_KEY": SECRET})
-    return jobspec.resolve(SMOKE, name="smoke", ray_config=ray_config, cli=cli, now=NOW, token="abc123").to_dict()
-
-
-def run(capsys, **args):
-    with patch_module_args(args), pytest.raises(SystemExit) as exc:
-        ray_job.main()
-    out = json.loads(capsys.readouterr().out)
-    out.pop("invocation", None)  # the module's own arguments, echoed back
-    return exc.value.code, out
-
-
-def submit(capsys, ray_config, spec=None, **args):
-    return run(capsys, spec=spec or make_spec(ray_config), ray_config=ray_config, **args)
-
-
-def record(ray_config, sid=SID):
-    return os.path.join(ray_config["shared_root"], "jobs", sid)
-
-
-def files(directory):
-    found = {}
-    for root, _, names in os.walk(directory):
-        for name in names:
-            path = os.path.join(root, name)
-            with open(path, "rb") as handle:
-                found[os.path.relpath(path, directory)] = handle.read()
-    return found
-
-
-def status_json(ray_config):
-    with open(os.path.join(record(ray_config), "status.json"), encoding="utf-8") as handle:
-        return json.load(handle)
+from ray_job_harness import LOG, RECORD_FILES, SECRET, SID, files, make_spec, record, run, status_json, submit
 
 
 def test_check_mode_renders_and_creates_nothing(ray, ray_config, capsys):
@@ -354,11 +204,11 @@ def test_logs_returns_the_redacted_tail(ray, ray_config, capsys, monkeypatch):
     submit(capsys, ray_config)
     ray.set(SID, "RUNNING")
     ray.logs[SID] = LOG
-    monkeypatch.setattr(ray_job, "LOG_TAIL_LINES", 2)
+    monkeypatch.setattr(follow, "LOG_TAIL_LINES", 2)
     code, out = run(capsys, action="logs", submission_id=SID, ray_config=ray_config)
     assert code == 0 and out["changed"] is True  # the driver log was copied into the record
     assert out["log_tail"] == "step:3 - train/loss:5.0 - train/grad_norm:3.10 - train/lr:0.001\ndone"
-    monkeypatch.setattr(ray_job, "LOG_TAIL_LINES", 5)
+    monkeypatch.setattr(follow, "LOG_TAIL_LINES", 5)
     code, out = run(capsys, action="logs", submission_id=SID, ray_config=ray_config)
     assert out["changed"] is False  # nothing new to write
     assert SECRET not in out["log_tail"] and "WANDB_API_KEY=<redacted>" in out["log_tail"]
@@ -474,10 +324,10 @@ def test_a_wait_keeps_the_reason_a_stop_gave_meanwhile(ray, ray_config, capsys, 
 
 def write_during_finalize(ray_config, monkeypatch, **fields):
     """Another run writes status.json while this run's finalize gathers the record (its snapshot)."""
-    snapshot = ray_job.Job.snapshot
+    snapshot = evidence.snapshot
 
-    def snapshot_then_write(self, when):
-        nodes = snapshot(self, when)
+    def snapshot_then_write(job, when):
+        nodes = snapshot(job, when)
         if when == "post":
             written = dict(status_json(ray_config), **fields)
             with open(os.path.join(record(ray_config), "status.json"), "w", encoding="utf-8") as handle:
@@ -487,7 +337,7 @@ def write_during_finalize(ray_config, monkeypatch, **fields):
                     h.write("the other run's failure.txt\n")
         return nodes
 
-    monkeypatch.setattr(ray_job.Job, "snapshot", snapshot_then_write)
+    monkeypatch.setattr(evidence, "snapshot", snapshot_then_write)
 
 
 def test_a_reason_given_while_finalising_decides_the_state_and_the_diagnosis(ray, ray_config, capsys, monkeypatch):

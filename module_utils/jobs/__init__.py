@@ -1,0 +1,14 @@
+"""The ray_job module's work, split by concern (library/ray_job.py keeps its documentation and main()).
+
+  options.py    the module's and its action plugin's options, one table
+  status.py     the typed model of a record's status.json (JobStatus) and its states
+  record.py     the record directory: layout, locks, atomic writes, reading and saving status.json
+  client.py     Ray's job API and state API as this package needs them
+  job.py        one job: its client, its record and how to redact what is written or shown
+  submit.py     the submit pipeline: checks, preflight (verl's config composed on the head), record, submit
+  follow.py     wait, stop, status and logs: following a job and enforcing its timeouts
+  evidence.py   the final record: logs, cluster snapshots, diagnosis (module_utils/diagnosis.py)
+  attempts.py   linked attempts and the checkpoint a resumed attempt starts from
+  reconcile.py  records of jobs a restarted head forgot
+  runner.py     dispatch of an action and the one-line message of a failure outside it
+"""

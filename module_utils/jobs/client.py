@@ -1,0 +1,73 @@
+"""Ray's job API (JobSubmissionClient) and state API, as the job package needs them.
+
+One place knows how Ray says "no such job" and how its objects become plain dicts (ray_cluster.job_summary).
+"""
+
+import re
+
+from ansible.module_utils import ray_cluster as rc
+
+# Ray's SDK raises RuntimeError("Request failed with status code 404: ...") for an id it does not know
+# (dashboard_sdk._raise_error); older versions said "... does not exist".
+_NOT_FOUND = re.compile(r"^Request failed with status code 404\b|\bdoes not exist\b")
+
+
+def is_not_found(exc):
+    return isinstance(exc, RuntimeError) and _NOT_FOUND.search(str(exc)) is not None
+
+
+class JobClient:
+    """The cluster as one job sees it: its JobInfo, logs, stop and submit, and the cluster's state."""
+
+    def __init__(self, dashboard_url, token, client=None):
+        self.url = dashboard_url
+        self.token = token
+        self.sdk = client or rc.job_client(dashboard_url, token)
+
+    def info(self, sid):
+        """Ray's JobInfo of sid, or None when Ray does not know it."""
+        try:
+            return self.sdk.get_job_info(sid)
+        except RuntimeError as exc:
+            if is_not_found(exc):
+                return None
+            raise
+
+    def logs(self, sid):
+        return self.sdk.get_job_logs(sid)
+
+    def stop(self, sid):
+        return self.sdk.stop_job(sid)
+
+    def submit(self, **kwargs):
+        return self.sdk.submit_job(**kwargs)
+
+    def jobs(self):
+        """Every job Ray knows, as job_summary dicts."""
+        return [rc.job_summary(j) for j in self.sdk.list_jobs()]
+
+    def nodes(self):
+        return rc.list_nodes(self.url)
+
+    def status_text(self):
+        return rc.cluster_status_text(self.url, self.token)
+
+    def actors(self):
+        return rc.list_actor_summaries(self.url)
+
+    def job_logs(self, node_ids, job_id):
+        return rc.collect_job_logs(self.url, node_ids, job_id)
+
+    def head_started_ms(self):
+        """When the head's node started, or None when that cannot be told (not exactly one ALIVE head)."""
+        heads = [n for n in self.nodes() if n["is_head_node"] and n["state"] == "ALIVE"]
+        return heads[0].get("start_time_ms") if len(heads) == 1 else None
+
+
+def summary(info):
+    """A JobInfo as a plain dict (ray_cluster.job_summary)."""
+    return rc.job_summary(info)
+
+
+def is_terminal(info):
+    return info is not None and summary(info)["status"] in rc.TERMINAL_JOB_STATES

@@ -1,0 +1,202 @@
+"""The final record of a job that ended: its logs, the cluster's state, and why it failed.
+
+What takes time (logs, snapshots, the wait for a dead node) is gathered first; the verdict is then committed under
+the record's status lock (Record.save_status), worked out again if a stop gave its reason meanwhile, and not
+written at all if another run finalised the record first.
+"""
+
+import os
+import time
+
+from ansible.module_utils import diagnosis
+from ansible.module_utils import verl_metrics as vm
+from ansible.module_utils.jobs import client as jc
+from ansible.module_utils.jobs.record import json_text, now_ms, read_json
+from ansible.module_utils.jobs.status import Merge, final_state
+
+# How long a failed job with no known signature waits for its driver's node to be declared DEAD.
+NODE_DEATH_WAIT_S = 30
+
+
+def refresh_log(job):
+    """The driver log: Ray's, written into the record (with the metrics so far); when Ray has none (the driver's
+    node died, the head forgot the job), what the record kept, which is never replaced by nothing."""
+    try:
+        text = job.client.logs(job.sid)
+    except Exception:  # noqa: BLE001 - logs are best effort while a job starts
+        text = ""
+    if text:
+        job.record.write_text(job.rec["driver_log"], job.redact(text))
+        write_metrics(job, text)
+        return text
+    try:
+        with open(job.rec["driver_log"], encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except OSError:
+        return ""
+
+
+def write_metrics(job, log_text):
+    """verl's per-step metrics so far: metrics.jsonl and metrics.svg in the record."""
+    rows = vm.parse_log(log_text)
+    if rows:
+        job.record.write_text(os.path.join(job.rec["dir"], vm.METRICS_FILE), job.redact(vm.jsonl(rows)))
+        job.record.write_text(os.path.join(job.rec["dir"], vm.PLOT_FILE), job.redact(vm.plot_svg(rows, job.sid)))
+
+
+def snapshot(job, when):
+    """Cluster state into debug/: `ray status` and the node list (pre and post), the job list (post)."""
+    try:
+        nodes = job.client.nodes()
+        text = job.client.status_text() + "\n\nNodes:\n" + "\n".join(jc.rc.describe_nodes(nodes)) + "\n"
+    except Exception as exc:  # noqa: BLE001 - a snapshot must not hide the job's own state
+        text, nodes = f"cluster status unavailable: {exc}\n", []
+    job.record.write_text(job.rec["status_pre" if when == "pre" else "status_post"], text)
+    if when == "pre":
+        return nodes
+    try:
+        # Other jobs' entrypoints may carry their owners' secrets: only this job's is kept.
+        lines = [f"{j['submission_id']}\t{j['status']}\t" + (j["entrypoint"] if j["submission_id"] == job.sid
+                                                              else "(another job's entrypoint not kept)")
+                 for j in job.client.jobs()]
+    except Exception as exc:  # noqa: BLE001
+        lines = [f"job list unavailable: {exc}"]
+    job.record.write_text(job.rec["job_list_post"], job.redact("\n".join(lines) + "\n"))
+    return nodes
+
+
+def finalize(job, info, status):
+    """Write the final record of a job Ray says ended: logs, snapshots, failure details, status.json.
+
+    Returns the record's final status (another run's, when it finalised the record first)."""
+    recorded = job.status()
+    if recorded.final:
+        return recorded
+    status.reason = status.reason or recorded.reason
+    log = refresh_log(job)
+    nodes = snapshot(job, "post")
+    summary = jc.summary(info)
+    driver = next((n for n in nodes if n["node_id"] == summary["driver_node_id"]), None)
+    # SFT prints train/loss; PPO/GRPO print actor/pg_loss, which verl_metrics names loss too.
+    losses = vm.step_losses(log)
+    status.ray_status = summary["status"]
+    status.final = True
+    status.message = job.redact(summary["message"] or "")
+    status.error_type = summary["error_type"]
+    status.driver_exit_code = summary["driver_exit_code"]
+    status.driver_node_id = summary["driver_node_id"]
+    status.driver_node_ip = driver["node_ip"] if driver else None
+    status.driver_on_worker = (not driver["is_head_node"]) if driver else None
+    status.start_time, status.end_time = summary["start_time"], summary["end_time"]
+    status.last_step = job.redact(vm.last_step_line(log))
+    status.steps = losses[-1][0] if losses else None
+    status.first_loss = losses[0][1] if losses else None
+    status.last_loss = losses[-1][1] if losses else None
+    preflight = read_json(job.rec["preflight"])
+    if isinstance(preflight, dict):
+        status.preflight = job.redact(preflight)
+    status.phases = phases(status.submitted_at, summary["start_time"], summary["end_time"],
+                           (status.phases or {}).get("submit_s"))
+    evidence = None  # a failure's logs and cluster state, gathered once
+    while True:
+        state = status.state = final_state(summary["status"], status.reason)
+        files = {}
+        if state != "SUCCEEDED":
+            if evidence is None:
+                evidence = (collect_logs(job, summary), actors_text(job))
+            collected, actors = evidence
+            status.diagnosis = classify(job, log, collected, status)
+            # Only a failure can be a dead node's: a stopped job's driver node is alive, and waiting for it
+            # to die would hold every stop for NODE_DEATH_WAIT_S.
+            if status.diagnosis["kind"] == "unknown" and state == "FAILED":
+                found, nodes = driver_node_death(job, summary, nodes)
+                status.diagnosis = found or status.diagnosis
+            files = {job.rec["nodes"]: json_text(nodes), job.rec["actors"]: actors,
+                     job.rec["failure"]: job.redact(
+                         f"state: {state} (ray: {summary['status']})\nreason: {status.reason}\n"
+                         f"error_type: {summary['error_type']}\ndriver_exit_code: {summary['driver_exit_code']}\n"
+                         f"message: {summary['message']}\n")}
+        if job.save_status(status, files) is not Merge.REASON_GIVEN:
+            return status
+
+
+def phases(submitted_ms, start_ms, end_ms, submit_s):
+    """Seconds spent submitting, waiting for resources, and running."""
+    out = {"submit_s": round(submit_s, 3) if submit_s is not None else None}
+    if submitted_ms and start_ms:
+        out["pending_s"] = round(max(0, start_ms - submitted_ms) / 1000, 3)
+    if start_ms and end_ms:
+        out["running_s"] = round(max(0, end_ms - start_ms) / 1000, 3)
+    if submitted_ms and end_ms:
+        out["total_s"] = round(max(0, end_ms - submitted_ms) / 1000, 3)
+    return out
+
+
+def actors_text(job):
+    """debug/actors.json's content: the cluster's actors, or why they could not be listed."""
+    try:
+        return json_text(job.client.actors())
+    except Exception as exc:  # noqa: BLE001 - the record must not hide the job's own state
+        return f"unavailable: {exc}\n"
+
+
+def driver_node_death(job, summary, nodes):
+    """A driver whose node died leaves no words of it when Ray cannot serve that node's logs any more: the node's
+    state says it. A killed raylet's node turns DEAD after Ray's health checks, so wait a little.
+    Returns the diagnosis (or None) and the newest node list."""
+    node_id = summary["driver_node_id"]
+    deadline = time.monotonic() + NODE_DEATH_WAIT_S
+    while node_id:
+        node = next((n for n in nodes if n["node_id"] == node_id), None)
+        if node is not None and node["state"] == "DEAD":
+            return {"kind": "node_died",
+                    "evidence": {"file": "debug/nodes.json",
+                                 "line": f"the driver's node {node_id} ({node['node_ip']}) is DEAD"},
+                    "hint": diagnosis.HINTS["node_died"]}, nodes
+        if time.monotonic() >= deadline:
+            return None, nodes
+        time.sleep(3)
+        try:
+            nodes = job.client.nodes()
+        except Exception:  # noqa: BLE001 - no answer, no evidence
+            return None, nodes
+    return None, nodes
+
+
+def collect_logs(job, summary):
+    """A failed job's workers' error logs and the raylet logs of the nodes it ran on, copied to debug/logs/
+    (bounded, redacted); returns them as (name, text)."""
+    try:
+        actors = job.client.actors()
+        node_ids = {a["node_id"] for a in actors if a.get("job_id") == summary["job_id"]} | {summary["driver_node_id"]}
+        collected = job.client.job_logs(node_ids, summary["job_id"])
+    except Exception:  # noqa: BLE001 - the diagnosis must not hide the job's own state
+        collected = []
+    if collected:
+        os.makedirs(job.rec["debug_logs"], exist_ok=True)
+    for name, text in collected:
+        job.record.write_text(os.path.join(job.rec["debug_logs"], os.path.basename(name)), job.redact(text))
+    return collected
+
+
+def classify(job, log, collected, status):
+    """Why the job failed (module_utils/diagnosis.py), from its driver log and the logs collected."""
+    found = diagnosis.classify([("logs/driver.log", log), *((f"debug/logs/{n}", t) for n, t in collected)],
+                               {"reason": status.reason, "error_type": status.error_type, "message": status.message})
+    if found is None:
+        return {"kind": "unknown", "evidence": None,
+                "hint": "no known signature: read logs/driver.log and debug/ (failure.txt, logs/)"}
+    return job.redact(found)
+
+
+def progress_line(job, info, status, log_text):
+    """`<id>: RUNNING for 125s; step:3 - ...`: state, time in that state, verl's newest step line."""
+    summary = jc.summary(info)
+    since = summary["start_time"] if summary["status"] != "PENDING" else status.submitted_at
+    elapsed = f" for {int((now_ms() - since) / 1000)}s" if since else ""
+    step = vm.last_step_line(log_text or "")
+    return f"{job.sid}: {summary['status']}{elapsed}" + (f"; {step}" if step else "")
+
+
+def final_line(job, status):
+    return f"{job.sid}: {status.state}" + (f" ({status.reason})" if status.reason else "")

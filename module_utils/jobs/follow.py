@@ -1,0 +1,136 @@
+"""Following a job: wait (with its timeouts), stop, status and logs, each bringing the record up to date."""
+
+import os
+import time
+
+from ansible.module_utils import conventions
+from ansible.module_utils.jobs import client as jc
+from ansible.module_utils.jobs import evidence, reconcile
+from ansible.module_utils.jobs.job import Failed
+from ansible.module_utils.jobs.record import now_ms
+
+# Lines of the driver log that action=logs returns.
+LOG_TAIL_LINES = 100
+# How long a stop waits for Ray to report the job ended (Ray may never stop a job whose driver was not placed).
+STOP_WAIT_S = {"PENDING_TIMEOUT": 10}
+STOP_WAIT_DEFAULT_S = 30
+
+
+def stop_for(job, status, reason):
+    """Stop a job we gave up on and say why in its record (a record another run finalised stays as it is).
+
+    The reason is left in the record before Ray is asked: a wait polling meanwhile (one whose controller was
+    interrupted goes on for up to poll_s on the head) can see the job STOPPED before this run writes status.json,
+    and finalises it with this reason rather than without one. A run killed while asking leaves the file behind;
+    it only ever explains a job Ray reports STOPPED."""
+    requested = job.record.request_stop(reason)
+    try:
+        job.client.stop(job.sid)
+    except Exception as exc:  # noqa: BLE001 - a stop that failed is not recorded as one
+        if requested:
+            job.record.withdraw_stop_request(reason)
+        raise Failed(f"{job.sid}: stopping the job failed, its record is unchanged: "
+                     f"{conventions.one_line(job.redact(str(exc)), 200)}") from None
+    status.reason = reason
+    job.save_status(status)
+    if requested:  # status.json says it now
+        job.record.withdraw_stop_request(reason)
+    # Ray may not stop a job whose driver was never placed (ray#31008); it fails such a job itself at
+    # RAY_JOB_START_TIMEOUT_SECONDS. We record our verdict without waiting for that.
+    deadline = time.monotonic() + STOP_WAIT_S.get(reason, STOP_WAIT_DEFAULT_S)
+    while time.monotonic() < deadline:
+        info = job.info()
+        if jc.is_terminal(info):
+            return info
+        time.sleep(1)
+    return job.info()
+
+
+def overdue(summary, status, now):
+    """The reason to stop a job its own timeouts no longer allow, or None."""
+    timeouts = status.timeouts or {}
+    pending_s = timeouts.get("pending_s") or conventions.DEFAULT_PENDING_S
+    if summary["status"] == "PENDING" and status.submitted_at and now - status.submitted_at > pending_s * 1000:
+        return "PENDING_TIMEOUT"
+    max_run_s = timeouts.get("max_run_s")
+    if (summary["status"] == "RUNNING" and max_run_s and summary["start_time"]
+            and now - summary["start_time"] > max_run_s * 1000):
+        return "DEADLINE_EXCEEDED"
+    return None
+
+
+def follow(module, job):
+    """action=wait: follow the job for up to poll_s seconds, enforcing its pending_s and max_run_s."""
+    status = job.status()
+    if status.final:
+        return job.result(status, f"{evidence.final_line(job, status)} (final)")
+    if module.check_mode:
+        return job.result(status, f"{job.sid}: not followed in check mode")
+    deadline = time.monotonic() + module.params["poll_s"]
+    while True:
+        info = job.info()
+        if info is None:
+            if status.rebuilt:  # no status.json to say it was submitted: never finalised from a guess
+                raise Failed(f"{job.sid}: Ray does not know this job and its {status.rebuilt}; the record is unchanged",
+                             **job.result(status, f"{job.sid}: unknown to Ray"))
+            status = reconcile.forgotten(job, status)
+            return job.result(status, evidence.final_line(job, status))
+        reason = overdue(jc.summary(info), status, now_ms())
+        if reason:
+            info = stop_for(job, status, reason)
+        if jc.is_terminal(info) or status.reason == "PENDING_TIMEOUT":
+            status = evidence.finalize(job, info, status)
+            return job.result(status, evidence.final_line(job, status))
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(1)
+    log = evidence.refresh_log(job)
+    status.state = jc.summary(info)["status"]
+    job.save_status(status)
+    return job.result(status, evidence.progress_line(job, info, status, log))
+
+
+def stop(module, job):
+    """action=stop: stop a running job for stop_reason and finalise its record once Ray says it stopped."""
+    status, info = job.status(), job.info()
+    running = info is not None and not jc.is_terminal(info)
+    if running and not module.check_mode:
+        info = stop_for(job, status, module.params["stop_reason"])
+        if jc.is_terminal(info):
+            status = evidence.finalize(job, info, status)
+        else:  # Ray has not stopped it yet: a later status or wait finalises the record
+            status.state = jc.summary(info)["status"] if info is not None else status.state
+            job.save_status(status)
+    # In check mode, say that a stop would change the job.
+    return dict(job.result(status, f"{job.sid}: {'stopped' if running else 'not running'}"), changed=running)
+
+
+def refresh(module, job):
+    """action=status/logs: bring the record up to date with Ray (finalising it when the job ended)."""
+    status, info = job.status(), job.info()
+    log = ""
+    if info is None and not status.final and not status.rebuilt and not module.check_mode:
+        status = reconcile.forgotten(job, status)
+    if info is not None and not module.check_mode:
+        if not status.final:
+            if jc.is_terminal(info):
+                status = evidence.finalize(job, info, status)
+            else:
+                status.state = jc.summary(info)["status"]
+                job.save_status(status)
+        log = evidence.refresh_log(job)
+    return status, log
+
+
+def status_action(module, job):
+    status, _ = refresh(module, job)
+    return job.result(status, evidence.final_line(job, status) if status.final else f"{job.sid}: {status.state}")
+
+
+def logs_action(module, job):
+    status, log = refresh(module, job)
+    if not log and os.path.exists(job.rec["driver_log"]):
+        with open(job.rec["driver_log"], encoding="utf-8", errors="replace") as handle:
+            log = handle.read()
+    tail = "\n".join(log.splitlines()[-LOG_TAIL_LINES:])
+    return dict(job.result(status, f"{job.sid}: {status.state}"), log_tail=job.redact(tail))

@@ -1,0 +1,56 @@
+"""The ray_job options, one table: the module's argument spec and its action plugin's are both derived from it.
+
+Each option says where it is taken: "module" (the ray_job module on the head), "action" (its action plugin on the
+control host, action_plugins/ray_job.py) or both. library/ray_job.py's DOCUMENTATION documents the union; a unit
+test (tests/unit/test_module_docs.py) fails when the two disagree.
+"""
+
+from ansible.module_utils import conventions
+
+# What each action does and who carries it out.
+ACTIONS = {
+    "submit": ("both", "resolve (action) and submit a JobSpec, writing its record"),
+    "wait": ("both", "follow a job until its record is final (the module: for up to poll_s per call)"),
+    "status": ("both", "bring the record up to date with Ray and show it"),
+    "stop": ("both", "stop a running job for stop_reason and finalise its record"),
+    "logs": ("both", "the end of the driver log"),
+    "reconcile": ("both", "finalise the records of jobs a restarted head forgot"),
+    "resume": ("action", "submit the next attempt from the newest whole checkpoint and follow it"),
+    "attempt": ("module", "name the next attempt and return the record's spec (resume's module half)"),
+}
+# The actions that name a job (submission_id required).
+NEEDS_ID = ("wait", "status", "stop", "logs", "resume", "attempt")
+
+# name: (where, argument spec)
+OPTIONS = {
+    "action": ("both", {"type": "str", "default": "submit"}),
+    "spec": ("both", {"type": "raw"}),
+    "submission_id": ("both", {"type": "str"}),
+    "stop_reason": ("both", {"type": "str", "choices": list(conventions.STOP_REASONS),
+                             "default": conventions.DEFAULT_STOP_REASON}),
+    "poll_s": ("both", {"type": "int", "default": conventions.POLL_S}),
+    "preflight": ("both", {"type": "bool", "default": True}),
+    "output_dir": ("module", {"type": "path"}),
+    "overrides": ("action", {"type": "dict", "default": {}}),
+    "extra_vars": ("action", {"type": "bool", "default": False}),
+    "wait": ("action", {"type": "bool", "default": False}),
+    "specs_dir": ("action", {"type": "path"}),
+    "suite": ("action", {"type": "str"}),
+    "entry": ("action", {"type": "str"}),
+    "suites_dir": ("action", {"type": "path"}),
+    "python": ("action", {"type": "str"}),
+}
+
+
+def argument_spec(side):
+    """The argument spec of one side ("module" or "action"), from OPTIONS and ACTIONS.
+
+    Both sides take every action, so both documents agree: the action plugin hands `attempt` to the module, and
+    the module refuses `resume` with one line (only the action plugin can submit and follow an attempt)."""
+    spec = {name: dict(arg) for name, (where, arg) in OPTIONS.items() if where in ("both", side)}
+    spec["action"]["choices"] = list(ACTIONS)
+    return spec
+
+
+def required_if():
+    return [("action", action, ("submission_id",)) for action in NEEDS_ID]

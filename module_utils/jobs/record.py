@@ -1,0 +1,290 @@
+"""The durable record of one job on the shared root: ${shared_root}/jobs/<submission_id>/.
+
+It outlives the Ray head (whose job history vanishes on restart), so everything a person needs to understand a
+job later is written here: what was asked, what Ray said, the logs and the final state. Writes are atomic; an
+existing record is never overwritten wholesale. status.json is read and written only through Record.status and
+Record.save_status, which speak JobStatus (status.py) and hold the record's status lock while they merge.
+"""
+
+import contextlib
+import fcntl
+import json
+import os
+import tempfile
+import time
+
+from ansible.module_utils import conventions
+from ansible.module_utils.jobs.status import JobStatus, Merge, RecordError
+
+LAYOUT = ("config", "logs", "checkpoints", "debug")
+LOCK_FILE = ".submit.lock"
+STATUS_LOCK_FILE = ".status.lock"  # held only while status.json is read, merged and written
+# Where a status.json that could not be trusted is kept before a rebuilt one replaces it.
+UNTRUSTED_SUFFIX = ".untrusted"
+
+
+def paths(output_dir):
+    join = os.path.join
+    return {
+        "dir": output_dir,
+        "job_spec": join(output_dir, "config", "job_spec.json"),
+        "runtime_env": join(output_dir, "config", "runtime_env.json"),
+        "submit_cmd": join(output_dir, "config", "submit_cmd.txt"),
+        "env_names": join(output_dir, "config", "env_var_names.json"),
+        "submit_out": join(output_dir, "logs", "ray_job_submit.out"),
+        "driver_log": join(output_dir, "logs", "driver.log"),
+        "checkpoints": join(output_dir, "checkpoints"),
+        "status_pre": join(output_dir, "debug", "ray_status_pre.txt"),
+        "status_post": join(output_dir, "debug", "ray_status_post.txt"),
+        "job_list_post": join(output_dir, "debug", "ray_job_list_post.txt"),
+        "nodes": join(output_dir, "debug", "nodes.json"),
+        "actors": join(output_dir, "debug", "actors.json"),
+        "failure": join(output_dir, "debug", "failure.txt"),
+        # Ray's error logs of a failed job's workers and the raylet logs of their nodes.
+        "debug_logs": join(output_dir, "debug", "logs"),
+        "status": join(output_dir, "status.json"),
+        "preflight": join(output_dir, "preflight.json"),
+        # The reason of a stop, left before Ray is asked (see follow.stop_for).
+        "stop_request": join(output_dir, ".stop_request"),
+    }
+
+
+def create_exclusive(output_dir):
+    """Create the job directory; False if it already exists (then nothing is touched).
+
+    mkdir is atomic, so of two submissions racing for one id exactly one gets True.
+    """
+    os.makedirs(os.path.dirname(output_dir.rstrip("/")), exist_ok=True)
+    try:
+        os.mkdir(output_dir)
+    except FileExistsError:
+        return False
+    ensure_layout(output_dir)
+    return True
+
+
+def ensure_layout(output_dir):
+    """The record's sub-directories, also after a submit killed before it made them all."""
+    for sub in LAYOUT:
+        os.makedirs(os.path.join(output_dir, sub), exist_ok=True)
+    # Jobs run as whichever user the workers run as; the plan lets everyone write.
+    os.chmod(os.path.join(output_dir, "checkpoints"), 0o777)
+
+
+class LockTimeout(OSError):
+    """Another run held the record's lock for longer than we wait."""
+
+
+@contextlib.contextmanager
+def record_lock(output_dir, timeout_s=120, name=LOCK_FILE):
+    """Hold the record's lock: runs of one submission id (a retry racing an interrupted one) go one at a time.
+
+    flock on a file inside the record; on NFS the kernel maps it to a lock the server arbitrates. A run that
+    hangs while holding it (a dashboard that never answers) makes the next one fail after timeout_s, saying so."""
+    fd = os.open(os.path.join(output_dir, name), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise LockTimeout(f"another run of {os.path.basename(output_dir)} has held its record's lock "
+                                      f"for {timeout_s}s; is it stuck? (the lock is {name} in the record)") \
+                        from None
+                time.sleep(0.2)
+        yield
+    finally:
+        os.close(fd)
+
+
+def write_text(path, text):
+    """Write via a temporary file and rename, so a crash never leaves half a file."""
+    directory = os.path.dirname(path)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def json_text(obj):
+    """How the record writes JSON (stable, so an unchanged object leaves its file unchanged)."""
+    return json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n"
+
+
+def write_json(path, obj):
+    write_text(path, json_text(obj))
+
+
+def read_json(path):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return None
+
+
+def now_ms():
+    return int(time.time() * 1000)
+
+
+def read_status(path):
+    """The JobStatus in a status.json; None when there is none; RecordError (one line naming the file) when its
+    content cannot be trusted (not JSON, not an object, a field of the wrong type)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RecordError(f"{path}: cannot be read ({type(exc).__name__})") from None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise RecordError(f"{path}: is not JSON") from None
+    return JobStatus.from_dict(data, where=path)
+
+
+def status_of(shared_root, sid):
+    """The status of job sid's record (a rebuilt one when status.json is lost or untrusted; None: no record)."""
+    output_dir = conventions.job_dir(shared_root, sid)
+    return Record(output_dir, sid).status() if os.path.isdir(output_dir) else None
+
+
+class Record:
+    """One job's record directory: its files, its locks and the one way to read and write its status.json.
+
+    `changed` says whether this run wrote anything into the record."""
+
+    def __init__(self, output_dir, sid):
+        self.dir = output_dir
+        self.sid = sid
+        self.path = paths(output_dir)
+        self.changed = False
+
+    def write_text(self, path, text):
+        """Write a record file when its content differs."""
+        try:
+            with open(path, encoding="utf-8") as handle:
+                if handle.read() == text:
+                    return
+        except (OSError, UnicodeDecodeError):
+            pass
+        write_text(path, text)
+        self.changed = True
+
+    def write_json(self, path, obj):
+        self.write_text(path, json_text(obj))
+
+    def read_status(self):
+        """The JobStatus in status.json, or None; RecordError when it cannot be trusted."""
+        status = read_status(self.path["status"])
+        if status is not None and status.submission_id != self.sid:
+            raise RecordError(f"{self.path['status']}: field 'submission_id' names another job")
+        return status
+
+    def has_status(self):
+        """status.json is there (trusted or not): the submit that made this record got that far."""
+        return os.path.lexists(self.path["status"])
+
+    def status(self):
+        """The record's status: status.json, or, when it is lost or cannot be trusted, one rebuilt from the record."""
+        try:
+            status = self.read_status()
+        except RecordError as exc:
+            return self.rebuilt(f"status.json is untrusted ({exc})")
+        return status if status is not None else self.rebuilt("status.json is lost")
+
+    def rebuilt(self, why):
+        """What the record still says (config/job_spec.json), without a submit time: the pending timeout is then
+        not enforced, as a lost file must never stop a healthy job."""
+        spec = read_json(self.path["job_spec"])
+        spec = spec if isinstance(spec, dict) else {}
+        timeouts = spec.get("timeouts") if isinstance(spec.get("timeouts"), dict) else {}
+        pending_s, max_run_s = timeouts.get("pending_s"), timeouts.get("max_run_s")
+
+        def text(value):
+            return value if isinstance(value, str) else None
+
+        def number(value):
+            return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+        return JobStatus(submission_id=self.sid, state="UNKNOWN", spec=text(spec.get("name")),
+                         workload=text(spec.get("workload")), record=self.dir, rebuilt=why,
+                         timeouts={"pending_s": number(pending_s) or conventions.DEFAULT_PENDING_S,
+                                   "max_run_s": number(max_run_s)})
+
+    def save_status(self, status, files=None):
+        """Write status.json (and, for a final record, its files {path: text}) under the record's status lock.
+
+        Several runs write one record (a wait whose controller was interrupted goes on polling on the head while a
+        stop gives its reason), so what was recorded meanwhile is merged first (JobStatus.merge). A status.json
+        that could not be trusted is kept beside it (status.json.untrusted) before this one replaces it."""
+        def recorded():
+            try:
+                return self.read_status()
+            except RecordError:
+                return None
+
+        old = recorded()
+        if not files and old is not None and status.same_as(old):
+            return Merge.WRITE
+        with record_lock(self.dir, name=STATUS_LOCK_FILE):
+            old = recorded()
+            outcome = status.merge(old, self.stop_request())
+            if outcome is not Merge.WRITE:
+                return outcome
+            for path, text in (files or {}).items():
+                self.write_text(path, text)
+            if old is not None and status.same_as(old):
+                return outcome
+            if old is None and os.path.exists(self.path["status"]):
+                keep = self.path["status"] + UNTRUSTED_SUFFIX
+                if not os.path.lexists(keep):
+                    os.replace(self.path["status"], keep)
+            status.updated_at = now_ms()
+            self.write_json(self.path["status"], status.to_dict())
+        return outcome
+
+    def request_stop(self, reason):
+        """Leave a stop's reason in the record before Ray is asked; best effort, a stop never waits on it."""
+        try:
+            write_text(self.path["stop_request"], reason + "\n")
+        except OSError:
+            return False
+        return True
+
+    def withdraw_stop_request(self, reason):
+        """Remove this run's stop request (not one another stop of the job left meanwhile)."""
+        if self.stop_request() == reason:
+            with contextlib.suppress(OSError):
+                os.remove(self.path["stop_request"])
+
+    def stop_request(self):
+        try:
+            with open(self.path["stop_request"], encoding="utf-8") as handle:
+                reason = handle.read().strip()
+        except (OSError, UnicodeDecodeError):
+            return None
+        # Only a reason this module gives is taken from the file (it sits on storage others can write).
+        return reason if reason in conventions.OWN_STOP_REASONS else None
+
+    def link_attempt(self, sid):
+        """Name attempt sid in this (first) job's status.json, under the record's locks."""
+        with record_lock(self.dir), record_lock(self.dir, name=STATUS_LOCK_FILE):
+            try:
+                status = self.read_status()
+            except RecordError:
+                return  # not linked: the attempt's own record names its first job (attempt_of)
+            if status is not None and sid not in status.attempts:
+                status.attempts = [*status.attempts, sid]
+                self.write_json(self.path["status"], status.to_dict())

@@ -1,0 +1,66 @@
+"""Carrying out one ray_job action on the head, and the one-line message of a failure outside it."""
+
+import os
+
+from ansible.module_utils import conventions
+from ansible.module_utils import jobspec as js
+from ansible.module_utils import ray_cluster as rc
+from ansible.module_utils.jobs import attempts, follow, options, reconcile, submit
+from ansible.module_utils.jobs.job import Failed, Job
+from ansible.module_utils.jobs.record import LockTimeout
+
+ACTIONS = {"wait": follow.follow, "stop": follow.stop, "status": follow.status_action, "logs": follow.logs_action,
+           "attempt": attempts.attempt_action}
+
+
+def run(module):
+    """Carry out the module's action; returns its result or raises Failed."""
+    p = module.params
+    try:
+        config = js.RayConfig.from_dict(p["ray_config"])
+    except js.JobSpecError as exc:
+        raise Failed(str(exc)) from None
+    if options.ACTIONS[p["action"]][0] == "action":
+        raise Failed(f"action={p['action']} is the action plugin's: run ray_job as a task (not the module alone)")
+    rc.prepare_client_env(p["token_path"])
+    if p["action"] == "submit":
+        return submit.submit(module, config)
+    if p["action"] == "reconcile":
+        return reconcile.reconcile(module, config)
+    sid = p["submission_id"]
+    if not conventions.matches(conventions.ID_RULE, sid):
+        raise Failed(f"submission_id: must be {conventions.ID_RULE[1]}")
+    output_dir = conventions.job_dir(config.shared_root, sid)
+    if p["output_dir"] not in (None, output_dir):
+        raise Failed(f"output_dir: must be {output_dir} (the record of submission_id {sid})")
+    if not os.path.isdir(output_dir):
+        raise Failed(f"submission_id '{sid}': no job record at {output_dir}", submission_id=sid)
+    return ACTIONS[p["action"]](module, Job(module, config, sid, output_dir))
+
+
+def connection_problem(exc, p):
+    """One line for a failure outside the module: the dashboard address, the token file when it was refused, or the
+    record's file the system would not write (requests' connection errors are OSErrors without a filename)."""
+    url = (p["ray_config"] or {}).get("dashboard_url")
+    text = conventions.one_line(str(exc), 200)
+    filename = getattr(exc, "filename", None) if isinstance(exc, OSError) else None
+    if filename and filename == p["token_path"]:
+        return f"cannot read the Ray token file {p['token_path']}: {exc.strerror}"
+    if filename:  # disk full, permission denied...: a retry of the same command completes what was begun
+        return f"cannot write the job record at {filename}: {exc.strerror}; fix that and run the same command again"
+    if any(sign in text for sign in ("401", "403", "Unauthorized", "Forbidden", "authentication")):
+        return f"Ray at {url} refused the token from {p['token_path'] or '(no token file)'}: {text}"
+    return f"cannot talk to Ray's job API at {url}: {type(exc).__name__}: {text}"
+
+
+def main(module):
+    """Run the action and exit the module with its result or a one-line failure."""
+    try:
+        result = run(module)
+    except Failed as exc:
+        module.fail_json(msg=str(exc), **exc.result)
+    except LockTimeout as exc:  # an OSError, but not the dashboard's
+        module.fail_json(msg=str(exc))
+    except Exception as exc:  # noqa: BLE001 - Ray's client: one line naming the address or the token file
+        module.fail_json(msg=connection_problem(exc, module.params))
+    module.exit_json(**result)

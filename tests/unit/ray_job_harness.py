@@ -1,0 +1,172 @@
+"""The ray_job module run as Ansible runs it, against a fake Ray cluster (SDK, state API, dashboard): the fakes
+and helpers the ray_job tests share (their fixtures are in conftest.py)."""
+
+import datetime
+import importlib.util
+import json
+import os
+import types
+
+import pytest
+import ray_job
+from ansible.errors import AnsibleUndefinedVariable
+from ansible.module_utils import jobspec
+from ansible.module_utils.testing import patch_module_args
+from ray.job_submission import JobStatus
+
+SECRET = "wandb-0123456789abcdef"
+NOW = datetime.datetime(2025, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc)  # noqa: UP017
+SID = "smoke-20250102T030405Z-abc123"
+HEAD = {"node_id": "n-head", "node_ip": "10.0.0.10", "node_name": "head", "is_head_node": True, "state": "ALIVE",
+        "resources_total": {"CPU": 0.0}}
+WORKER = {"node_id": "n-w1", "node_ip": "10.0.0.11", "node_name": "w1", "is_head_node": False, "state": "ALIVE",
+          "resources_total": {"CPU": 8.0, "worker_node": 1.0}}
+LOG = f"""\
+smoke_probe: WANDB_API_KEY={SECRET}
+step:1 - train/loss:6.0625 - train/grad_norm:4.10 - train/lr:0.001
+step:2 - train/loss:5.5 - train/grad_norm:3.90 - train/lr:0.001
+step:3 - train/loss:5.0 - train/grad_norm:3.10 - train/lr:0.001
+done
+"""
+SMOKE = {"workload": "smoke", "timeouts": {"pending_s": 120, "max_run_s": 300},
+         "metadata": {"purpose": "cluster smoke test"}}
+RECORD_FILES = ("config/job_spec.json", "config/runtime_env.json", "config/submit_cmd.txt",
+                "config/env_var_names.json", "logs/ray_job_submit.out", "debug/ray_status_pre.txt", "status.json")
+
+
+class Clock:
+    """time.time/monotonic/sleep of the module: sleeping only moves the clock."""
+
+    def __init__(self):
+        self.now = 1_735_787_045.0
+
+    def time(self):
+        return self.now
+
+    def monotonic(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+class FakeRay:
+    """A JobSubmissionClient (and the jobs it knows) shaped like Ray's."""
+
+    def __init__(self, clock):
+        self.clock = clock
+        self.jobs, self.logs = {}, {}
+        self.submitted, self.stopped, self.clients = [], [], []
+        self.submit_error = None
+        self.stop_to = "STOPPED"  # what stop_job makes of a job; None: it keeps its state
+
+    def client(self, dashboard_url, token):
+        self.clients.append((dashboard_url, token))
+        return self
+
+    def get_job_info(self, sid):
+        if sid not in self.jobs:
+            raise RuntimeError(f"Request failed with status code 404: Job {sid} does not exist.")
+        return self.jobs[sid]
+
+    def submit_job(self, **kwargs):
+        self.submitted.append(kwargs)
+        if self.submit_error:
+            raise self.submit_error
+        sid = kwargs["submission_id"]
+        self.jobs[sid] = types.SimpleNamespace(
+            submission_id=sid, job_id=None, status=JobStatus.PENDING, entrypoint=kwargs["entrypoint"],
+            message="Job has not started yet.", error_type=None, driver_node_id=None, driver_exit_code=None,
+            start_time=None, end_time=None, runtime_env=kwargs["runtime_env"], metadata=kwargs["metadata"])
+        return sid
+
+    def set(self, sid, status, **fields):
+        job = self.jobs[sid]
+        job.status = JobStatus(status)
+        for key, value in fields.items():
+            setattr(job, key, value)
+
+    def stop_job(self, sid):
+        self.stopped.append(sid)
+        if self.stop_to:
+            self.set(sid, self.stop_to, end_time=int(self.clock.now * 1000))
+        return True
+
+    def get_job_logs(self, sid):
+        return self.logs.get(sid, "")
+
+    def list_jobs(self):
+        return list(self.jobs.values())
+
+
+def make_spec(ray_config, **cli):
+    cli.setdefault("env", {"WANDB_API_KEY": SECRET})
+    return jobspec.resolve(SMOKE, name="smoke", ray_config=ray_config, cli=cli, now=NOW, token="abc123").to_dict()
+
+
+def run(capsys, **args):
+    with patch_module_args(args), pytest.raises(SystemExit) as exc:
+        ray_job.main()
+    out = json.loads(capsys.readouterr().out)
+    out.pop("invocation", None)  # the module's own arguments, echoed back
+    return exc.value.code, out
+
+
+def submit(capsys, ray_config, spec=None, **args):
+    return run(capsys, spec=spec or make_spec(ray_config), ray_config=ray_config, **args)
+
+
+def record(ray_config, sid=SID):
+    return os.path.join(ray_config["shared_root"], "jobs", sid)
+
+
+def files(directory):
+    found = {}
+    for root, _, names in os.walk(directory):
+        for name in names:
+            path = os.path.join(root, name)
+            with open(path, "rb") as handle:
+                found[os.path.relpath(path, directory)] = handle.read()
+    return found
+
+
+def status_json(ray_config):
+    with open(os.path.join(record(ray_config), "status.json"), encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+# ------------------------------------------------------------------ the action plugin
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_spec = importlib.util.spec_from_file_location("ray_job_action", os.path.join(ROOT, "action_plugins", "ray_job.py"))
+action = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(action)
+
+def module_result(capsys, **args):
+    """One run of library/ray_job.py in this process, as _execute_module would return it."""
+    with patch_module_args(args), pytest.raises(SystemExit):
+        ray_job.main()
+    out = json.loads(capsys.readouterr().out)
+    out.pop("invocation", None)
+    return out
+
+
+class Templar:
+    """The inventory as the action sees it through resolve_variable_expression."""
+
+    def __init__(self, variables):
+        self.variables = variables
+
+    def resolve_variable_expression(self, name):
+        if name not in self.variables:
+            raise AnsibleUndefinedVariable(name)
+        return self.variables[name]
+
+
+def make_action(args, variables, executor, check_mode=False):
+    task = types.SimpleNamespace(args=args, async_val=0, check_mode=check_mode, action="ray_job")
+    connection = types.SimpleNamespace(_shell=types.SimpleNamespace(tmpdir="/tmp"))
+    plugin = action.ActionModule(task, connection, types.SimpleNamespace(check_mode=check_mode), None,
+                                 Templar(variables), None)
+    plugin._execute_module = executor
+    return plugin
