@@ -93,11 +93,12 @@ failed_gates:
 import os
 
 from ansible.module_utils import conventions
-from ansible.module_utils import job_record as jr
 from ansible.module_utils import regression_gates as rg
 from ansible.module_utils import regression_report as rr
 from ansible.module_utils import verl_metrics as vm
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.jobs import record as jr
+from ansible.module_utils.jobs.status import JobStatus
 
 
 def metric_rows(record, log, write_plot):
@@ -133,25 +134,26 @@ def main():
         sid = f"{p['run_id']}-{entry['name']}"
         record = conventions.job_dir(p["shared_root"], sid)
         files = jr.paths(record)
-        status = jr.read_json(files["status"])
-        attempts = status.get("attempts") if isinstance(status, dict) else None
+        # Through the record's model: an untrusted status.json reads as UNKNOWN, saying why (never a traceback).
+        status = jr.status_of(p["shared_root"], sid)
+        attempts = status.attempts if status is not None else []
         if attempts and conventions.matches(conventions.ID_RULE, attempts[-1]):
             # Retried: the entry's outcome, log and metrics are its last attempt's (the first one's stay linked).
             sid = attempts[-1]
             record = conventions.job_dir(p["shared_root"], sid)
             files = jr.paths(record)
-            status = jr.read_json(files["status"])
-            if isinstance(status, dict):
-                status = {**status, "attempts": attempts}
-        if status is None and entry["name"] in p["errors"]:
-            status = {"state": "FAILED", "reason": "NOT_SUBMITTED", "message": str(p["errors"][entry["name"]])}
+            status = jr.status_of(p["shared_root"], sid)
+            if status is not None:
+                status.attempts = attempts
+        if (status is None or status.rebuilt == jr.LOST) and entry["name"] in p["errors"]:
+            status = JobStatus(sid, state="FAILED", reason="NOT_SUBMITTED", message=str(p["errors"][entry["name"]]))
         try:
             with open(files["driver_log"], encoding="utf-8", errors="replace") as handle:
                 log = handle.read()
         except OSError:
             log = ""
         rows = metric_rows(record, log, write_plot=not module.check_mode)
-        results.append(rr.entry_result(entry["name"], entry["spec"], sid, status, log, record,
+        results.append(rr.entry_result(entry["name"], entry["spec"], sid, status.to_dict() if status else None, log, record,
                                        metric_rows=rows, gates=gates[entry["name"]]))
     regression_root = conventions.regression_dir(p["shared_root"])
     previous = rr.load_previous(regression_root, p["suite"], p["run_id"])

@@ -20,7 +20,7 @@ import posixpath
 import secrets
 
 from ansible.module_utils import conventions, diagnosis
-from ansible.module_utils.job_record import paths as record_paths
+from ansible.module_utils.jobs.record import paths as record_paths
 from ansible.module_utils.redaction import DEFAULT_SECRET_ENV_NAMES
 
 WORKLOADS = ("ppo", "grpo", "sft", "smoke", "command")

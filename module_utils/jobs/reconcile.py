@@ -12,7 +12,7 @@ from ansible.module_utils import conventions, diagnosis
 from ansible.module_utils.jobs import evidence
 from ansible.module_utils.jobs.job import Failed, Job
 from ansible.module_utils.jobs.record import Record
-from ansible.module_utils.jobs.status import Merge
+from ansible.module_utils.jobs.status import Merge, RecordError
 
 
 def forgotten_since(job, status, head_started):
@@ -55,15 +55,18 @@ def forgotten(job, status):
 
 
 def open_records(shared_root):
-    """Ids of the records on the shared root whose status.json is not final (rebuilt ones are left alone:
-    a record without a trusted status.json is an interrupted submit, which the same submit command completes)."""
+    """Ids of the records on the shared root whose status.json is not final (a record without a trusted status.json
+    is left alone: an interrupted submit, which the same submit command completes, or one nobody can vouch for)."""
     jobs_dir = conventions.paths(shared_root)["jobs"]
     found = []
     for sid in sorted(os.listdir(jobs_dir)) if os.path.isdir(jobs_dir) else []:
         if not conventions.matches(conventions.ID_RULE, sid):
             continue
-        status = Record(conventions.job_dir(shared_root, sid), sid).status()
-        if status.rebuilt is None and not status.final:
+        try:
+            status = Record(conventions.job_dir(shared_root, sid), sid).read_status()
+        except RecordError:
+            continue
+        if status is not None and not status.final:
             found.append(sid)
     return found
 

@@ -21,6 +21,8 @@ LOCK_FILE = ".submit.lock"
 STATUS_LOCK_FILE = ".status.lock"  # held only while status.json is read, merged and written
 # Where a status.json that could not be trusted is kept before a rebuilt one replaces it.
 UNTRUSTED_SUFFIX = ".untrusted"
+# A rebuilt status's `rebuilt` when there was no status.json at all.
+LOST = "status.json is lost"
 
 
 def paths(output_dir):
@@ -202,7 +204,7 @@ class Record:
             status = self.read_status()
         except RecordError as exc:
             return self.rebuilt(f"status.json is untrusted ({exc})")
-        return status if status is not None else self.rebuilt("status.json is lost")
+        return status if status is not None else self.rebuilt(LOST)
 
     def rebuilt(self, why):
         """What the record still says (config/job_spec.json), without a submit time: the pending timeout is then

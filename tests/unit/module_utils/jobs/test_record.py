@@ -1,12 +1,15 @@
-"""module_utils/job_record.py: the job directory, atomic writes, log parsing, final state."""
+"""module_utils/jobs/record.py (the job directory, atomic writes) and the helpers the record is made with."""
 
 import json
 import os
 import stat
 import threading
 
-import job_record as jr
 import pytest
+from ansible.module_utils import verl_metrics as vm
+from ansible.module_utils.jobs import evidence
+from ansible.module_utils.jobs import record as jr
+from ansible.module_utils.jobs.status import final_state
 
 # What verl's console logger prints (Ray prefixes the driver's lines with the actor).
 LOG = """\
@@ -144,55 +147,55 @@ def test_read_json_missing_broken_or_directory_is_none(tmp_path):
 
 
 def test_last_step_line_is_the_newest_step_line_stripped():
-    assert jr.last_step_line(LOG) == "step:4 - train/loss:4.75e-01 - train/grad_norm:1.2 - " \
+    assert vm.last_step_line(LOG) == "step:4 - train/loss:4.75e-01 - train/grad_norm:1.2 - " \
                                      "timing_s/step:0.51"
-    assert jr.last_step_line("  step:7 - train/loss:1.0  \n") == "step:7 - train/loss:1.0"
+    assert vm.last_step_line("  step:7 - train/loss:1.0  \n") == "step:7 - train/loss:1.0"
 
 
 def test_last_step_line_ignores_lines_that_only_look_like_steps():
-    assert jr.last_step_line("global_step:5\nsaved global_step_5\nno steps here\n") is None
-    assert jr.last_step_line("") is None
+    assert vm.last_step_line("global_step:5\nsaved global_step_5\nno steps here\n") is None
+    assert vm.last_step_line("") is None
 
 
 def test_last_step_line_is_cut_to_width():
     line = "step:12 - " + " - ".join(f"actor/metric_{i}:{i}.000" for i in range(40))
-    cut = jr.last_step_line(line)
+    cut = vm.last_step_line(line)
     assert len(cut) == 200 and cut.endswith("...") and cut.startswith("step:12 - ")
-    assert jr.last_step_line(line, width=20) == line[:17] + "..."
-    assert jr.last_step_line("step:1 - a:1", width=12) == "step:1 - a:1"
+    assert vm.last_step_line(line, width=20) == line[:17] + "..."
+    assert vm.last_step_line("step:1 - a:1", width=12) == "step:1 - a:1"
 
 
 def test_step_losses_from_console_lines_in_order():
     # step 3 has only a validation loss: it is not a training loss.
-    assert jr.step_losses(LOG) == [(1, 6.0625), (2, 5.5), (4, 0.475)]
-    assert jr.step_losses("step:10 - train/loss: -0.25\n") == [(10, -0.25)]
-    assert jr.step_losses("train/loss:1.0 without a step\nstep:1 - no loss\n") == []
+    assert vm.step_losses(LOG) == [(1, 6.0625), (2, 5.5), (4, 0.475)]
+    assert vm.step_losses("step:10 - train/loss: -0.25\n") == [(10, -0.25)]
+    assert vm.step_losses("train/loss:1.0 without a step\nstep:1 - no loss\n") == []
 
 
 def test_step_losses_survive_a_non_numeric_loss():
-    assert jr.step_losses("step:1 - train/loss:1.5\nstep:2 - train/loss:-inf\n")[0] == (1, 1.5)
+    assert vm.step_losses("step:1 - train/loss:1.5\nstep:2 - train/loss:-inf\n")[0] == (1, 1.5)
 
 
 def test_final_state_timeouts_are_failures():
-    assert jr.final_state("STOPPED", "PENDING_TIMEOUT") == "FAILED"
-    assert jr.final_state("PENDING", "PENDING_TIMEOUT") == "FAILED"
-    assert jr.final_state("STOPPED", "DEADLINE_EXCEEDED") == "FAILED"
-    assert jr.final_state("STOPPED", "STOPPED_BY_USER") == "STOPPED"
-    assert jr.final_state("SUCCEEDED", None) == "SUCCEEDED"
-    assert jr.final_state("FAILED", None) == "FAILED"
+    assert final_state("STOPPED", "PENDING_TIMEOUT") == "FAILED"
+    assert final_state("PENDING", "PENDING_TIMEOUT") == "FAILED"
+    assert final_state("STOPPED", "DEADLINE_EXCEEDED") == "FAILED"
+    assert final_state("STOPPED", "STOPPED_BY_USER") == "STOPPED"
+    assert final_state("SUCCEEDED", None) == "SUCCEEDED"
+    assert final_state("FAILED", None) == "FAILED"
 
 
 def test_phases():
-    assert jr.phases(1_000, 3_500, 13_500, 0.1234) == {"submit_s": 0.123, "pending_s": 2.5,
+    assert evidence.phases(1_000, 3_500, 13_500, 0.1234) == {"submit_s": 0.123, "pending_s": 2.5,
                                                         "running_s": 10.0, "total_s": 12.5}
     # Never started (pending timeout): only what is known.
-    assert jr.phases(1_000, None, 5_000, None) == {"submit_s": None, "total_s": 4.0}
-    assert jr.phases(None, None, None, 0.5) == {"submit_s": 0.5}
+    assert evidence.phases(1_000, None, 5_000, None) == {"submit_s": None, "total_s": 4.0}
+    assert evidence.phases(None, None, None, 0.5) == {"submit_s": 0.5}
     # Clocks of different hosts may disagree a little: never a negative duration.
-    assert jr.phases(5_000, 4_000, 3_000, 0)["pending_s"] == 0
-    assert jr.phases(5_000, 4_000, 3_000, 0)["running_s"] == 0
+    assert evidence.phases(5_000, 4_000, 3_000, 0)["pending_s"] == 0
+    assert evidence.phases(5_000, 4_000, 3_000, 0)["running_s"] == 0
 
 
 def test_step_line_drops_rays_coloured_actor_prefix():
     line = "\x1b[36m(TaskRunnerV1 pid=68764)\x1b[0m step:2 - actor/pg_loss:-0.01"
-    assert jr.last_step_line("noise\n" + line + "\n") == "step:2 - actor/pg_loss:-0.01"
+    assert vm.last_step_line("noise\n" + line + "\n") == "step:2 - actor/pg_loss:-0.01"

@@ -1,0 +1,108 @@
+"""module_utils/jobs/status.py: the typed model of status.json, its merge rules, and the published JSON Schema."""
+
+import json
+import os
+
+import pytest
+from ansible.module_utils.jobs import record as jr
+from ansible.module_utils.jobs.status import FIELDS, STATES, TERMINAL, JobStatus, Merge, RecordError, json_schema
+
+from plugin_utils import PROJECT_ROOT
+from plugin_utils.record_schema import schema_text
+
+SECRET = "hf_0123456789abcdefSECRET"
+
+
+def test_every_field_round_trips_and_unknown_keys_are_kept():
+    data = {"submission_id": "a-1", "state": "RUNNING", "by": "another tool", "timeouts": {"pending_s": 5}}
+    status = JobStatus.from_dict(data)
+    assert status.state == "RUNNING" and status.final is False and status.attempts == []
+    assert status.extra == {"by": "another tool"}
+    out = status.to_dict()
+    assert set(out) == {f.name for f in FIELDS} | {"by"} and JobStatus.from_dict(out) == status
+
+
+@pytest.mark.parametrize(("data", "field"), [
+    ({"state": "RUNNING"}, "submission_id"),
+    ({"submission_id": "a-1"}, "state"),
+    ({"submission_id": "a-1", "state": "DONE"}, "state"),
+    ({"submission_id": "a-1", "state": "RUNNING", "final": "yes"}, "final"),
+    ({"submission_id": "a-1", "state": "RUNNING", "submitted_at": True}, "submitted_at"),
+    ({"submission_id": "a-1", "state": "RUNNING", "timeouts": {"pending_s": "600"}}, "pending_s"),
+    ({"submission_id": "a-1", "state": "RUNNING", "attempts": ["a-1-r1", 3]}, "attempts"),
+    ({"submission_id": "a-1", "state": "RUNNING", "diagnosis": {"hint": "x"}}, "kind"),
+    ({"submission_id": "../x", "state": "RUNNING"}, "submission_id"),
+    ({"submission_id": "a-1", "state": "RUNNING", "message": 7}, "message"),
+])
+def test_a_field_of_the_wrong_type_is_one_line_naming_the_file_and_field(data, field):
+    with pytest.raises(RecordError) as exc:
+        JobStatus.from_dict(data, where="/p/jobs/a-1/status.json")
+    message = str(exc.value)
+    assert message.startswith("/p/jobs/a-1/status.json: ") and f"'{field}'" in message and "\n" not in message
+
+
+def test_an_error_never_quotes_the_value():
+    with pytest.raises(RecordError) as exc:
+        JobStatus.from_dict({"submission_id": "a-1", "state": "RUNNING", "message": {"token": SECRET}})
+    assert SECRET not in str(exc.value)
+
+
+def test_states_say_which_are_terminal():
+    assert set(TERMINAL) <= set(STATES) and all(STATES.values())
+    assert JobStatus("a", state="STOPPED").is_terminal() and not JobStatus("a", state="UNKNOWN").is_terminal()
+
+
+def test_a_final_record_is_never_written_over():
+    recorded = JobStatus("a", state="STOPPED", final=True, reason="STOPPED_BY_USER")
+    mine = JobStatus("a", state="SUCCEEDED", final=True)
+    assert mine.merge(recorded) is Merge.ALREADY_FINAL and mine == recorded and mine is not recorded
+
+
+def test_a_reason_another_run_gave_is_kept():
+    running = JobStatus("a", state="RUNNING")
+    assert running.merge(JobStatus("a", state="RUNNING", reason="SLURM_ALLOCATION_ENDING")) is Merge.WRITE
+    assert running.reason == "SLURM_ALLOCATION_ENDING"
+    final = JobStatus("a", state="STOPPED", final=True, ray_status="STOPPED")
+    assert final.merge(JobStatus("a", state="RUNNING"), stop_request="STOPPED_BY_USER") is Merge.REASON_GIVEN
+    assert final.reason == "STOPPED_BY_USER"
+    # A job that failed on its own keeps its diagnosis: a stop request explains only a job Ray STOPPED.
+    failed = JobStatus("a", state="FAILED", final=True, ray_status="FAILED")
+    assert failed.merge(None, stop_request="STOPPED_BY_USER") is Merge.WRITE and failed.reason is None
+
+
+@pytest.mark.parametrize("content", ['["not", "a status"', '[1, 2]', '{"submission_id": "x-1", "state": 3}',
+                                     '{"submission_id": "someone-else", "state": "RUNNING"}'])
+def test_an_untrusted_status_json_is_rebuilt_and_kept_beside_the_new_one(tmp_path, content):
+    out = tmp_path / "x-1"
+    jr.create_exclusive(str(out))
+    jr.write_json(str(out / "config" / "job_spec.json"), {"name": "sft", "timeouts": {"pending_s": "bad"}})
+    (out / "status.json").write_text(content)
+    record = jr.Record(str(out), "x-1")
+    status = record.status()
+    assert status.state == "UNKNOWN" and status.rebuilt.startswith("status.json is untrusted (")
+    assert status.spec == "sft" and status.timeouts["pending_s"] == 600  # a bad value in the spec is not used
+    status.state = "RUNNING"
+    assert record.save_status(status) is Merge.WRITE
+    assert (out / "status.json.untrusted").read_text() == content
+    assert record.status().state == "RUNNING" and record.status().rebuilt.startswith("status.json is untrusted")
+
+
+def test_a_lost_status_json_is_rebuilt_without_a_submit_time(tmp_path):
+    out = tmp_path / "x-1"
+    jr.create_exclusive(str(out))
+    status = jr.Record(str(out), "x-1").status()
+    assert (status.state, status.rebuilt, status.submitted_at) == ("UNKNOWN", jr.LOST, None)
+
+
+def test_the_published_schema_matches_the_model_and_accepts_what_the_module_writes(tmp_path):
+    with open(os.path.join(PROJECT_ROOT, "job_status.schema.json"), encoding="utf-8") as handle:
+        assert handle.read() == schema_text(), "regenerate: python -m plugin_utils.record_schema --write-schema ..."
+    jsonschema = pytest.importorskip("jsonschema")
+    validator = jsonschema.Draft202012Validator(json_schema())
+    jsonschema.Draft202012Validator.check_schema(json_schema())
+    written = JobStatus("a-1", state="FAILED", final=True, reason="PENDING_TIMEOUT", timeouts={"pending_s": 5},
+                        retries={"max": 1, "on": ["node_died"]}, phases={"submit_s": 0.1}, attempts=["a-1-r1"],
+                        diagnosis={"kind": "resources_pending", "evidence": None, "hint": "h"})
+    validator.validate(json.loads(json.dumps(written.to_dict())))
+    assert not validator.is_valid({"submission_id": "a-1", "state": "DONE"})
+    assert not validator.is_valid({"submission_id": "a-1", "state": "RUNNING", "final": "no"})
