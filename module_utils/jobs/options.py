@@ -20,6 +20,8 @@ ACTIONS = {
 }
 # The actions that name a job (submission_id required).
 NEEDS_ID = ("wait", "status", "stop", "logs", "resume", "attempt")
+# What a person asks of one job (job.yml -e do=...): those that name a job, but the module's own.
+PER_JOB = tuple(a for a in NEEDS_ID if ACTIONS[a][0] != "module")
 
 # name: (where, argument spec)
 OPTIONS = {
