@@ -125,7 +125,7 @@ SPEC_FIELDS = (
           nullable=True),
     Field("timeouts", "object", "How long the job may wait and run.", fields=(
         Field("pending_s", "int", "Seconds the job may wait for resources before it is stopped.",
-              default=600, minimum=1),
+              default=conventions.DEFAULT_PENDING_S, minimum=1),
         Field("max_run_s", "int", "Seconds the job may run before it is stopped; null: no limit.",
               minimum=1, nullable=True),
     )),
