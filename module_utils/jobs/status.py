@@ -262,6 +262,6 @@ def json_schema():
     root["properties"]["state"]["description"] += " " + "; ".join(f"{k}: {v}" for k, v in STATES.items())
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "ray-verl job record status.json",
             "description": ("<shared_root>/jobs/<submission_id>/status.json, written by the ray_job module. Generated "
-                            "from module_utils/jobs/status.py FIELDS (plugin_utils/record_schema.py); do not edit. "
+                            "from module_utils/jobs/status.py FIELDS (python -m plugin_utils.schemas); do not edit. "
                             "Keys not listed here may appear (written by a newer version)."),
             **root}

@@ -12,7 +12,7 @@ import pytest
 from ansible.module_utils import jobspec, jobspec_render, redaction
 from ansible.module_utils.jobspec import JobSpecError, resolve
 
-from plugin_utils import jobspec_input, jobspec_schema
+from plugin_utils import jobspec_input, jobspec_schema, schemas
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RC = {"address": "10.0.0.1:6379", "dashboard_url": "http://10.0.0.1:8265"}
@@ -472,6 +472,7 @@ def test_redact_json_escaped_value():
 def test_schema_file_matches_and_is_closed():
     with open(os.path.join(ROOT, "jobspec.schema.json"), encoding="utf-8") as handle:
         assert json.load(handle) == jobspec_schema.json_schema()
+    assert schemas.schema_text("jobspec.schema.json") == json.dumps(jobspec_schema.json_schema(), indent=2) + "\n"
 
     def walk(node):
         if isinstance(node, dict):

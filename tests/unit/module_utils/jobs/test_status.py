@@ -8,7 +8,7 @@ from ansible.module_utils.jobs import record as jr
 from ansible.module_utils.jobs.status import FIELDS, STATES, TERMINAL, JobStatus, Merge, RecordError, json_schema
 
 from plugin_utils import PROJECT_ROOT
-from plugin_utils.record_schema import schema_text
+from plugin_utils.schemas import schema_text
 
 SECRET = "hf_0123456789abcdefSECRET"
 
@@ -96,7 +96,7 @@ def test_a_lost_status_json_is_rebuilt_without_a_submit_time(tmp_path):
 
 def test_the_published_schema_matches_the_model_and_accepts_what_the_module_writes(tmp_path):
     with open(os.path.join(PROJECT_ROOT, "job_status.schema.json"), encoding="utf-8") as handle:
-        assert handle.read() == schema_text(), "regenerate: python -m plugin_utils.record_schema --write-schema ..."
+        assert handle.read() == schema_text("job_status.schema.json"), "regenerate: python -m plugin_utils.schemas"
     jsonschema = pytest.importorskip("jsonschema")
     validator = jsonschema.Draft202012Validator(json_schema())
     jsonschema.Draft202012Validator.check_schema(json_schema())
