@@ -54,16 +54,17 @@ lab-assets: lab-venv
 	$(LAB_VENV)/bin/python lab/assets/make_tiny_assets.py .lab/private/common/tiny
 	@test -f .lab/src/verl-0.9.1.tar.gz || $(LAB_VENV)/bin/pip download -q --no-deps --no-binary=:all: verl==0.9.1 -d .lab/src
 
+# The lab's tools run with the venv's Python: they import the project's helpers through Ansible (plugin_utils).
 lab-up: venv lab-venv system-deps
-	$(PYTHON) lab/lab.py up --workers $(WORKERS)
+	$(BIN)/python lab/lab.py up --workers $(WORKERS)
 	$(MAKE) lab-assets
 
 # Slurm on the lab: slurmctld on lab-head (the login node), slurmd on the workers, munge everywhere.
 lab-slurm: lab-up
-	$(PYTHON) lab/lab_slurm.py up
+	$(BIN)/python lab/lab_slurm.py up
 
 lab-down:
-	$(PYTHON) lab/lab.py down
+	$(BIN)/python lab/lab.py down
 
 # The main job on the embedded default: the lab, the cluster, a job, and where its record is.
 # DEMO_SPEC=smoke is the quick option (seconds instead of a minute).

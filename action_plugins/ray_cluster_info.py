@@ -8,8 +8,7 @@ import time
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-# The project's control-host code (plugin_utils) imports as a package from the project root.
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the bootstrap: see plugin_utils
 from plugin_utils import ray_action
 
 display = Display()

@@ -3,9 +3,12 @@
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils"))
-import conventions
 from ansible.errors import AnsibleFilterError
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the bootstrap: see plugin_utils
+import plugin_utils  # noqa: F401 - ansible.module_utils.<helper> from here on
+
+from ansible.module_utils import conventions  # isort: skip
 
 
 def ray_verl_paths(shared_root):

@@ -5,8 +5,10 @@ import os
 import platform
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils"))
-import doctor
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the bootstrap: see plugin_utils
+import plugin_utils  # noqa: F401 - ansible.module_utils.<helper> from here on
+
+from ansible.module_utils import doctor  # isort: skip
 
 
 def _control_ray():

@@ -5,7 +5,7 @@ import sys
 
 from ansible.errors import AnsibleFilterError
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the bootstrap: see plugin_utils
 from plugin_utils import schedule
 
 

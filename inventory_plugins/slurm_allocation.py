@@ -45,8 +45,8 @@ import sys
 from ansible.errors import AnsibleParserError
 from ansible.plugins.inventory import BaseInventoryPlugin
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import plugin_utils  # noqa: F401 - makes the project's module_utils importable as ansible.module_utils.*
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the bootstrap: see plugin_utils
+import plugin_utils  # noqa: F401 - ansible.module_utils.<helper> from here on
 
 from ansible.module_utils import slurm  # isort: skip
 

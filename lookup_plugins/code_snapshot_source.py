@@ -18,13 +18,13 @@ import sys
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import plugin_utils  # noqa: F401 - makes the project's module_utils importable as ansible.module_utils.*
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the bootstrap: see plugin_utils
+import plugin_utils  # noqa: F401 - ansible.module_utils.<helper> from here on
+
+from ansible.module_utils import code_snapshot  # isort: skip
 
 
 def describe(path):
-    from ansible.module_utils import code_snapshot  # after plugin_utils extended ansible.module_utils
-
     return {"path": path, "id": code_snapshot.default_code_id(path),
             "digest": code_snapshot.source_digest(path), "archive": code_snapshot.is_archive(path),
             "commit": code_snapshot.git_commit(path) if os.path.isdir(path) else None}

@@ -23,7 +23,7 @@ import sys
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the bootstrap: see plugin_utils
 from plugin_utils import PROJECT_ROOT, jobspec_input
 
 from ansible.module_utils import redaction  # isort: skip

@@ -5,12 +5,10 @@ snapshot digests, GPUs, the shared root, the clock, the interface to the head); 
 node's facts side by side and names each node, check and fix that is wrong. Pure: unit tested.
 """
 
+from ansible.module_utils.ray_node_ctl import SOCKET_VARS
+
 # Packages whose versions must agree between nodes (absent on every node is fine).
 PACKAGES = ("ray", "torch", "verl", "vllm", "sglang", "transformers")
-try:
-    from ansible.module_utils.ray_node_ctl import SOCKET_VARS
-except ImportError:  # imported as a plain module (filters, tests)
-    from ray_node_ctl import SOCKET_VARS
 
 # What `python -c` prints on a node, with the raylet's environment: what Ray's workers would import.
 VERSION_PROBE = (

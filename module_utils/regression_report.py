@@ -3,31 +3,22 @@
 A regression run submits a suite of JobSpecs one after another; each job leaves its own
 record under ${shared_root}/jobs/<submission_id>/. This file turns those records into
 report.json (read back by later runs to spot regressions), junit.xml (for CI) and
-summary.md (for a person), and holds the lock that keeps two runners from overlapping.
+summary.md (for a person). The runner's lock and retention are the control host's
+(plugin_utils/regression_run.py).
 
-Imported by an Ansible module as ansible.module_utils.regression_report and by a CLI as
-plain `regression_report`, so only the standard library is imported at module level.
 Times (started_at, ended_at) are epoch milliseconds, like the job records.
 """
 
-import fcntl
 import json
 import math
 import os
 import re
-import socket
 import time
 import xml.etree.ElementTree as ET
 
-try:
-    from ansible.module_utils import regression_gates, verl_metrics
-    from ansible.module_utils.conventions import job_dir, one_line, regression_dir
-    from ansible.module_utils.job_record import now_ms, read_json, write_text
-except ImportError:
-    import regression_gates
-    import verl_metrics
-    from conventions import job_dir, one_line, regression_dir
-    from job_record import now_ms, read_json, write_text
+from ansible.module_utils import regression_gates, verl_metrics
+from ansible.module_utils.conventions import job_dir, one_line, regression_dir
+from ansible.module_utils.job_record import read_json, write_text
 
 LOG_TAIL_LINES = 40
 MESSAGE_WIDTH = 200
@@ -139,7 +130,7 @@ def junit_xml(report):
     classname = _xml_text(f"regression.{report['suite']}")
     suites = ET.Element("testsuites", name=f"regression {report['suite']}")
     suite = ET.SubElement(suites, "testsuite", name=classname, errors="0", skipped="0",
-                          timestamp=_iso(report["started_at"], zone=False), time=f"{report['wall_s']:.3f}")
+                          timestamp=iso_time(report["started_at"], zone=False), time=f"{report['wall_s']:.3f}")
     failures = 0
     for entry in report["entries"]:
         case = ET.SubElement(suite, "testcase", classname=classname, name=_xml_text(entry["name"]),
@@ -172,7 +163,7 @@ def summary_md(report, previous):
     lines = [
         f"# {verdict}: {report['suite']}, {headline}",
         "",
-        f"Run `{report['run_id']}`, started {_iso(report['started_at'])}, wall time {_duration(report['wall_s'])}.",
+        f"Run `{report['run_id']}`, started {iso_time(report['started_at'])}, wall time {_duration(report['wall_s'])}.",
         "",
         "| entry | state | steps | loss first → last | last reward | gates | total s | record | plot |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -203,7 +194,7 @@ def summary_md(report, previous):
     if not previous:
         lines.append("No earlier run of this suite.")
         return "\n".join(lines) + "\n"
-    lines.append(f"Baseline: run `{previous[0]['run_id']}` ({_iso(previous[0]['started_at'])}).")
+    lines.append(f"Baseline: run `{previous[0]['run_id']}` ({iso_time(previous[0]['started_at'])}).")
     lines += ["", "Regressions:"] + ([f"- **{r['entry']}**: {r['message']}" for r in report["regressions"]]
                                      or ["- none"])
     before = {e["name"]: e for e in previous[0].get("entries", [])}
@@ -279,79 +270,6 @@ def load_previous(regression_root, suite, exclude_run_id, limit=5):
     return reports[:limit]
 
 
-def retention(run_dirs, keep):
-    """Run ids to delete, oldest first: finished runs beyond the newest `keep`; unfinished never."""
-    if keep < 0:
-        raise ValueError("keep must be >= 0")
-    finished = sorted((r for r in run_dirs if r[2]), key=lambda r: r[1] or 0, reverse=True)
-    return [run_id for run_id, _, _ in reversed(finished[keep:])]
-
-
-class LockHeld(Exception):
-    """Another regression runner holds the lock."""
-
-    def __init__(self, path, holder):
-        self.path, self.holder = path, holder
-        if holder:
-            since = _iso(holder["started_at"]) if isinstance(holder.get("started_at"), (int, float)) else "?"
-            who = (f"pid {holder.get('pid')} on {holder.get('host')}, run {holder.get('run_id')}, "
-                   f"since {since}")
-        else:  # it has the lock but has not written its name yet
-            who = "a process that has not recorded itself yet"
-        super().__init__(f"regression lock {path} is held by {who}")
-
-
-class RunLock:
-    """An exclusive, non-blocking flock on `path` for one regression runner on the control host.
-
-    flock belongs to the open file description, so the kernel drops it when the holder's
-    process dies, however it dies: a crashed runner never leaves a stale lock behind. The file
-    itself stays; it only tells the next runner who holds the lock.
-    """
-
-    def __init__(self, path, run_id):
-        self.path, self.run_id = path, run_id
-        self._fd = None
-
-    def acquire(self):
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _read_holder(fd)
-            os.close(fd)
-            raise LockHeld(self.path, holder) from None
-        holder = {"pid": os.getpid(), "host": socket.gethostname(), "run_id": self.run_id, "started_at": now_ms()}
-        # Written in place, not by rename: a new file would be a different, unlocked inode.
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, (json.dumps(holder) + "\n").encode(), 0)
-        os.fsync(fd)
-        self._fd = fd
-        return self
-
-    def release(self):
-        if self._fd is None:
-            return
-        os.ftruncate(self._fd, 0)  # no stale holder info for the next reader
-        fcntl.flock(self._fd, fcntl.LOCK_UN)
-        os.close(self._fd)
-        self._fd = None
-
-    def __enter__(self):
-        return self.acquire()
-
-    def __exit__(self, *exc):
-        self.release()
-
-
-def _read_holder(fd):
-    try:
-        holder = json.loads(os.pread(fd, 4096, 0).decode())
-    except (OSError, ValueError):
-        return {}
-    return holder if isinstance(holder, dict) else {}
-
-
 def _failure_text(entry):
     """`FAILED / DEADLINE_EXCEEDED / RuntimeError: message`, or the failed gates of a job that succeeded."""
     failed_gates = [g["message"] for g in entry.get("gates") or [] if not g["ok"]]
@@ -391,7 +309,7 @@ def _duration(seconds):
     return f"{minutes}m {secs:02d}s" if minutes else f"{secs}s"
 
 
-def _iso(ms, zone=True):
+def iso_time(ms, zone=True):
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms / 1000)) + ("Z" if zone else "")
 
 

@@ -3,15 +3,16 @@
 
   .venv/bin/python scripts/regression.py --suite lab                       # the lab's smoke + sft
   .venv/bin/python scripts/regression.py --suite gpu --inventory inventory/mysite \\
-      --report-root /mnt/private/regression --dashboard-url http://10.20.0.10:8265 \\
-      --token-file inventory/mysite/.secrets/ray_token
+      --report-root /mnt/private/regression
 
 It takes a lock so two runs never overlap (the second says who holds it and exits 75), runs the
 suite, keeps ansible-runner's artifacts with the report when the report folder is reachable from
 here (--report-root: the control host's view of <shared_root>/regression), and applies retention:
 only the newest --keep finished runs keep their report, and the Ray job entries of older runs are
 deleted from the cluster (their job records on the shared root stay until they are past retention
-too). Exits with the playbook's status: non-zero when an entry failed or regressed.
+too). The cluster's job API and token file are the inventory's (ray_dashboard_url,
+ray_auth_control_token_path), as regression.yml reports them to this runner; --dashboard-url and
+--token-file override them. Exits with the playbook's status: non-zero when an entry failed or regressed.
 """
 
 import argparse
@@ -21,10 +22,11 @@ import os
 import shutil
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "module_utils"))
-import ray_cluster
-import regression_report as rr
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the bootstrap: see plugin_utils
+from plugin_utils import PROJECT_ROOT as ROOT
+from plugin_utils import regression_run
+
+from ansible.module_utils import ray_cluster  # isort: skip
 
 LOCK_HELD_EXIT = 75  # EX_TEMPFAIL: try again later
 
@@ -39,8 +41,8 @@ def parse_args(argv=None):
                         help="lock file and ansible-runner's working folder (default: ~/.local/state/ray-verl)")
     parser.add_argument("--report-root", default=os.path.join(ROOT, ".lab", "private", "regression"),
                         help="<shared_root>/regression as seen from here (default: the lab's)")
-    parser.add_argument("--dashboard-url", default="http://198.18.0.10:8265", help="for deleting old Ray job entries")
-    parser.add_argument("--token-file", default=os.path.join(lab, ".secrets", "ray_token"), help="the cluster token")
+    parser.add_argument("--dashboard-url", help="for deleting old Ray job entries (default: the inventory's)")
+    parser.add_argument("--token-file", help="the cluster token on this host (default: the inventory's)")
     parser.add_argument("--run-id", help="default: <suite>-<UTC time>")
     return parser.parse_args(argv)
 
@@ -56,12 +58,21 @@ def old_runs(report_root, keep):
             runs.append((name, started, True))
         except (OSError, ValueError):
             runs.append((name, None, False))  # running, or crashed before its report: never deleted
-    return rr.retention(runs, keep)
+    return regression_run.retention(runs, keep)
+
+
+def run_cluster(events):
+    """The cluster regression.yml ran against ({dashboard_url, token_file}, its set_stats); {} if it ended first."""
+    for event in events:
+        if event.get("event") == "playbook_on_stats":
+            found = (event.get("event_data") or {}).get("artifact_data") or {}
+            return found.get("regression_cluster") or {}
+    return {}
 
 
 def delete_ray_jobs(run_ids, dashboard_url, token_file):
     """Remove finished Ray job entries of old runs (their records on the shared root are separate)."""
-    if not run_ids or not os.path.exists(token_file):
+    if not run_ids or not dashboard_url or not token_file or not os.path.exists(token_file):
         return 0
     ray_cluster.prepare_client_env(token_file)
     client = ray_cluster.job_client(dashboard_url, ray_cluster.read_token(token_file))
@@ -79,8 +90,8 @@ def main(argv=None):
     run_id = args.run_id or f"{args.suite}-{datetime.datetime.now(datetime.UTC):%Y%m%dT%H%M%SZ}"
     os.makedirs(args.state_dir, exist_ok=True)
     try:
-        lock = rr.RunLock(os.path.join(args.state_dir, "regression.lock"), run_id).acquire()
-    except rr.LockHeld as exc:
+        lock = regression_run.RunLock(os.path.join(args.state_dir, "regression.lock"), run_id).acquire()
+    except regression_run.LockHeld as exc:
         print(f"regression {run_id} not started: {exc}", file=sys.stderr)
         return LOCK_HELD_EXIT
     try:
@@ -101,7 +112,9 @@ def main(argv=None):
             shutil.copytree(artifacts, os.path.join(report_dir, "ansible-runner"), dirs_exist_ok=True)
             artifacts = os.path.join(report_dir, "ansible-runner")
         expired = old_runs(args.report_root, args.keep)
-        deleted = delete_ray_jobs(expired, args.dashboard_url, args.token_file)
+        cluster = run_cluster(result.events)
+        deleted = delete_ray_jobs(expired, args.dashboard_url or cluster.get("dashboard_url"),
+                                  args.token_file or cluster.get("token_file"))
         for old in expired:
             shutil.rmtree(os.path.join(args.report_root, old), ignore_errors=True)
         print(f"regression {run_id}: {result.status} (rc={result.rc}); report {report_dir}; "

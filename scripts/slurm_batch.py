@@ -26,8 +26,10 @@ import sys
 import time
 from pathlib import Path
 
-# Standard library only: this runs with the compute node's python3, before any venv is at hand.
-# Slurm runs a copy of this file from its spool, so the project is found from the submit directory.
+# Slurm runs a copy of this file from its spool, with the compute node's python3: main() finds the project from
+# the submit directory and runs this file again with the project's venv Python, the one beside the
+# ansible-playbook it runs, which has the Ansible the project's helpers import through. Standard library only
+# up to there.
 STOP_SIGNALS = (signal.SIGUSR1, signal.SIGTERM, signal.SIGINT)
 EXIT_ENDED_BY_SLURM = 3
 # A -e key names a JobSpec field (dotted for nested ones): never '@file', which ansible-playbook would read as vars.
@@ -96,21 +98,31 @@ class Plan:
 
 
 def _project(repo):
-    """The project's naming rules, secret names and Slurm reader (all standard library only)."""
-    sys.path.insert(0, str(repo / "module_utils"))
-    import conventions
-    import redaction
-    import slurm
+    """The project's naming rules, secret names and Slurm reader, from the repository sbatch ran in."""
+    # The bootstrap (plugin_utils/__init__.py), with the project root found from the submit directory: the spool
+    # copy's __file__ says nothing about where the project is.
+    if str(repo) not in sys.path:
+        sys.path.insert(0, str(repo))
+    import plugin_utils  # noqa: F401 - ansible.module_utils.<helper> from here on
+
+    from ansible.module_utils import conventions, redaction, slurm  # isort: skip
 
     return conventions, redaction, slurm
+
+
+def reexec_argv(repo, argv, script, prefix=sys.prefix):
+    """The command that runs this script again with the project's venv Python; None when this is that Python."""
+    venv = repo / ".venv"
+    if os.path.realpath(prefix) == os.path.realpath(venv):
+        return None
+    return [str(venv / "bin" / "python"), script, *argv]
 
 
 def read_allocation(slurm, job_id):
     return slurm.allocation(job_id, slurm.scontrol_runner())
 
 
-def make_plan(argv, env, read=read_allocation):
-    """Check the arguments and the allocation; return what will run."""
+def parse_args(argv):
     parser = argparse.ArgumentParser(prog="slurm_batch.py", description=__doc__)
     parser.add_argument("-i", "--inventory", required=True,
                         help="the site's inventory folder, holding a slurm.yml (plugin: slurm_allocation)")
@@ -119,9 +131,12 @@ def make_plan(argv, env, read=read_allocation):
     parser.add_argument("-e", dest="extra", action="append", default=[], metavar="KEY=VALUE",
                         help="a JobSpec field for submit.yml, as with ansible-playbook -e")
     parser.add_argument("--repo", help="the project's folder (default: where sbatch ran, SLURM_SUBMIT_DIR)")
-    args = parser.parse_args(argv)
-    job_id = env.get("SLURM_JOB_ID", "")
-    if not job_id:
+    return parser.parse_args(argv)
+
+
+def find_repo(args, env):
+    """The project's folder, with the venv that runs its playbooks (standard library only)."""
+    if not env.get("SLURM_JOB_ID", ""):
         raise BatchError("SLURM_JOB_ID is not set: run this through sbatch (it brings a Ray cluster up on the "
                          "allocation's nodes)")
     repo = Path(args.repo or env.get("SLURM_SUBMIT_DIR") or os.getcwd()).resolve()
@@ -130,6 +145,14 @@ def make_plan(argv, env, read=read_allocation):
                          "the repository root or give --repo")
     if not (repo / ".venv" / "bin" / "ansible-playbook").is_file():
         raise BatchError(f"--repo: {repo}/.venv has no ansible-playbook: run `make venv` there first")
+    return repo
+
+
+def make_plan(argv, env, read=read_allocation):
+    """Check the arguments and the allocation; return what will run."""
+    args = parse_args(argv)
+    repo = find_repo(args, env)
+    job_id = env["SLURM_JOB_ID"]
     conventions, redaction, slurm = _project(repo)
     try:
         slurm.checked_job_id(job_id, "SLURM_JOB_ID")
@@ -232,8 +255,13 @@ class Batch:
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
     try:
-        plan = make_plan(sys.argv[1:] if argv is None else argv, os.environ)
+        again = reexec_argv(find_repo(parse_args(argv), os.environ), argv, os.path.abspath(sys.argv[0]))
+        if again:
+            sys.stdout.flush()
+            os.execv(again[0], again)  # the same process (Slurm's signals still reach it), in the venv
+        plan = make_plan(argv, os.environ)
     except BatchError as exc:
         print(f"slurm_batch.py: {exc}", file=sys.stderr)
         return 2

@@ -1,20 +1,18 @@
-"""Make the project's Python importable in tests the way Ansible loads it.
+"""The tests' one shim: the project's Python importable the way Ansible and the bootstrap load it.
 
-module_utils/ files are imported by modules as ansible.module_utils.<name>, and by
-filters and CLIs as plain modules; both names must reach the same files here.
+Tests import the project's helpers as every other file does, `from ansible.module_utils import X`
+(plugin_utils/__init__.py, the bootstrap, makes module_utils/ reachable there); module_utils/ itself
+is never on sys.path, so no helper loads under a second name. By name, from their folders: modules
+(library/, to call main()), filters, scripts and the lab's tools (lab/: lab, lab_slurm, verl_cpu, and
+lab/assets/).
 """
 
 import os
 import sys
 
-import ansible.module_utils
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# The control host's own code (plugin_utils) imports as a package from the project root.
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
-for sub in ("module_utils", "library", "filter_plugins", "scripts"):
-    path = os.path.join(ROOT, sub)
+for path in (ROOT, *(os.path.join(ROOT, sub) for sub in ("library", "filter_plugins", "scripts", "lab", "lab/assets"))):
     if path not in sys.path:
         sys.path.insert(0, path)
-ansible.module_utils.__path__.append(os.path.join(ROOT, "module_utils"))
+
+import plugin_utils  # noqa: F401 - the bootstrap: ansible.module_utils.<helper> from here on

@@ -65,8 +65,8 @@ def test_a_failing_entry_fails_the_run_and_the_report_says_so(tmp_path):
 def test_a_run_is_refused_while_another_holds_the_lock(tmp_path):
     os.makedirs(tmp_path / "state", exist_ok=True)
     lock = str(tmp_path / "state" / "regression.lock")
-    code = ("import sys, time; sys.path.insert(0, 'module_utils'); import regression_report as rr; "
-            f"rr.RunLock({lock!r}, 'held-run').acquire(); print('locked', flush=True); time.sleep(120)")
+    code = ("import sys, time; sys.path.insert(0, '.'); from plugin_utils import regression_run; "
+            f"regression_run.RunLock({lock!r}, 'held-run').acquire(); print('locked', flush=True); time.sleep(120)")
     holder = subprocess.Popen([RUNNER[0], "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"

@@ -10,9 +10,9 @@ import pytest
 import ray_job
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils import jobspec
+from conventions_filters import ray_verl_checked_id
 from ray_job_harness import SECRET, action, make_action, make_spec, module_result
 
-from filter_plugins.conventions_filters import ray_verl_checked_id
 from plugin_utils import jobspec_input, schedule
 
 ROOT = "<root>"  # replaced by the test's shared root

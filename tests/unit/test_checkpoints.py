@@ -1,7 +1,7 @@
 """module_utils/checkpoints.py: the newest whole checkpoint, on folders laid out as verl 0.9.1 saves them."""
 
-import checkpoints as ck
 import pytest
+from ansible.module_utils import checkpoints as ck
 
 
 def save(root, step, world=2, ranks=None, sub="", kinds=("model", "optim", "extra_state"), track=True):

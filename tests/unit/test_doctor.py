@@ -2,8 +2,8 @@
 
 import copy
 
-import doctor
 import pytest
+from ansible.module_utils import doctor
 
 PKGS = {"ray": "2.60.0", "torch": "2.13.0+cpu", "verl": "0.9.1", "vllm": None, "sglang": None,
         "transformers": "5.10.4"}

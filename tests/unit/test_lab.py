@@ -3,27 +3,13 @@
 System boundaries (/proc, ip, ssh, geteuid) are faked with monkeypatch.
 """
 
-import importlib.util
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "lab" / "lab.py"
-
-
-def _load():
-    spec = importlib.util.spec_from_file_location("lab_script", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    # dataclasses resolve string annotations through sys.modules.
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-lab = _load()
+import lab
 
 
 def probe(ours=False, ns=False, in_ns=False, veth=False):

@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 import pytest
-import ray_node_ctl as ctl
+from ansible.module_utils import ray_node_ctl as ctl
 
 
 def test_head_command_has_no_cpus_no_gpus_and_binds_dashboard_to_node():

@@ -1,18 +1,13 @@
-"""module_utils/regression_report.py: results, regressions, JUnit, summary, history, retention, lock."""
+"""module_utils/regression_report.py: results, regressions, JUnit, summary, history."""
 
 import json
 import os
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-
-# Not `import regression_report`: library/regression_report.py (the Ansible module) has that name too.
 from ansible.module_utils import regression_report as rr
 
-MODULE_UTILS = os.path.dirname(rr.__file__)
 T0 = 1795323728000  # epoch ms, like the job records
 
 
@@ -223,61 +218,6 @@ def test_load_previous_newest_first_by_start_time_skipping_broken_files(tmp_path
     assert rr.load_previous(str(tmp_path / "absent"), "nightly", "d") == []
 
 
-# retention
-
-def test_retention_keeps_newest_finished_and_never_deletes_unfinished():
-    runs = [("r1", 100, True), ("r2", 400, True), ("r3", 200, True), ("live", 50, False),
-            ("r4", 300, True), ("crashed", None, False)]
-    assert rr.retention(runs, keep=2) == ["r1", "r3"]
-    assert rr.retention(runs, keep=0) == ["r1", "r3", "r4", "r2"]
-    assert rr.retention(runs, keep=10) == []
-    with pytest.raises(ValueError):
-        rr.retention(runs, keep=-1)
-
-
-# RunLock
-
-def test_second_acquire_in_same_process_names_first_holder(tmp_path):
-    path = str(tmp_path / "regression.lock")
-    with rr.RunLock(path, "run-A"):
-        holder = json.loads(Path(path).read_text())
-        assert holder["run_id"] == "run-A" and holder["pid"] == os.getpid()
-        with pytest.raises(rr.LockHeld) as info:
-            rr.RunLock(path, "run-B").acquire()
-        assert "run-A" in str(info.value) and str(os.getpid()) in str(info.value)
-        assert info.value.holder["run_id"] == "run-A"
-    # Released: the next runner gets it.
-    with rr.RunLock(path, "run-B"):
-        assert json.loads(Path(path).read_text())["run_id"] == "run-B"
-
-
-CHILD = """
-import sys, time
-sys.path.insert(0, sys.argv[1])
-import regression_report as rr
-rr.RunLock(sys.argv[2], "child-run").acquire()
-print("locked", flush=True)
-time.sleep(60)
-"""
-
-
-def test_lock_held_by_child_is_reported_and_freed_when_it_dies(tmp_path):
-    path = str(tmp_path / "regression.lock")
-    child = subprocess.Popen([sys.executable, "-c", CHILD, MODULE_UTILS, path], stdout=subprocess.PIPE, text=True)
-    try:
-        assert child.stdout.readline().strip() == "locked"
-        with pytest.raises(rr.LockHeld) as info:
-            rr.RunLock(path, "parent-run").acquire()
-        assert f"pid {child.pid}" in str(info.value) and "child-run" in str(info.value)
-    finally:
-        child.kill()
-        child.wait(timeout=10)
-        child.stdout.close()
-    # The kernel dropped the dead child's lock; its holder info is still there but stale.
-    with rr.RunLock(path, "parent-run"):
-        assert json.loads(Path(path).read_text())["run_id"] == "parent-run"
-
-
 # metrics, gates and the trend plot (issue 11)
 
 ROWS = [{"step": 1, "loss": 0.06, "reward": 0.08, "step_time_s": 20.0},
@@ -360,7 +300,7 @@ def test_a_retried_entry_is_judged_by_its_last_attempt(tmp_path, capsys):
     for sid, st in (("run-e", {"state": "FAILED", "final": True, "attempts": ["run-e-r1"]}),
                     ("run-e-r1", {"state": "SUCCEEDED", "final": True, "attempt_of": "run-e"})):
         (jobs / sid / "logs").mkdir(parents=True)
-        (jobs / sid / "status.json").write_text(json.dumps(st))
+        (jobs / sid / "status.json").write_text(json.dumps({"submission_id": sid, **st}))
     (jobs / "run-e-r1" / "logs" / "driver.log").write_text("step:3 - train/loss:4.0\n")
     args = {"run_id": "run", "suite": "s", "started_at": 1, "shared_root": str(tmp_path),
             "entries": [{"name": "e", "spec": "sft"}], "_ansible_check_mode": True}

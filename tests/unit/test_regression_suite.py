@@ -1,10 +1,13 @@
-"""Suite files (plugin_utils/jobspec_input.py load_suite) and the runner's retention helper."""
+"""Suite files (plugin_utils/jobspec_input.py load_suite) and the runner's (scripts/regression.py) helpers."""
 
-import importlib.util
 import json
 import os
+import sys
 
+import ansible_runner
 import pytest
+import regression as runner
+import yaml
 
 from plugin_utils.jobspec_input import SuiteError, load_suite
 
@@ -51,15 +54,7 @@ def test_missing_suite_lists_the_others(tmp_path):
         load_suite("../x", str(tmp_path))
 
 
-def _runner():
-    spec = importlib.util.spec_from_file_location("regression_runner", os.path.join(ROOT, "scripts", "regression.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_runner_retention_keeps_newest_finished_and_never_running(tmp_path):
-    runner = _runner()
     for i, name in enumerate(["r1", "r2", "r3"]):
         (tmp_path / name).mkdir()
         (tmp_path / name / "report.json").write_text(json.dumps({"started_at": 1000 + i}))
@@ -105,3 +100,27 @@ def test_an_env_given_as_json_text_is_shown_redacted_whole(tmp_path):
                          "    overrides: {env: '{\"WANDB_API_KEY\": \"suite-sekrit-1234\"}'}\n")
     [entry] = lookup_loader.get("regression_suite").run(["s"], variables={}, suites_dir=str(tmp_path))
     assert entry["overrides"] == {"env": "<redacted>"}
+    assert runner.parse_args([]).dashboard_url is None and runner.parse_args([]).token_file is None
+
+
+def test_runner_learns_the_cluster_from_the_run_even_when_it_fails(tmp_path, monkeypatch):
+    """regression.yml names its cluster with set_stats; ansible-runner hands it to the runner (no lab address)."""
+    with open(os.path.join(ROOT, "playbooks", "regression.yml"), encoding="utf-8") as handle:
+        tasks = yaml.safe_load(handle)[0]["tasks"]
+    named = tasks[0]["ansible.builtin.set_stats"]["data"]["regression_cluster"]
+    assert named == {"dashboard_url": "{{ ray_dashboard_url }}", "token_file": "{{ ray_auth_control_token_path }}"}
+    project, private = tmp_path / "project", tmp_path / "private"
+    project.mkdir()
+    private.mkdir()
+    (project / "p.yml").write_text(yaml.safe_dump([{
+        "hosts": "localhost", "gather_facts": False,
+        "tasks": [tasks[0], {"ansible.builtin.fail": {"msg": "an entry failed"}}]}]))
+    monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    result = ansible_runner.run(private_data_dir=str(private), project_dir=str(project), playbook="p.yml",
+                                quiet=True, extravars={"ray_dashboard_url": "http://192.0.2.10:8265",
+                                                       "ray_auth_control_token_path": "/srv/site/.secrets/t"})
+    assert result.rc != 0
+    assert runner.run_cluster(result.events) == {"dashboard_url": "http://192.0.2.10:8265",
+                                                 "token_file": "/srv/site/.secrets/t"}
+    assert runner.run_cluster([]) == {}
+    assert runner.delete_ray_jobs(["old"], None, "/srv/site/.secrets/t") == 0  # no cluster named: nothing asked

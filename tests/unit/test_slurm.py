@@ -8,16 +8,13 @@ import signal
 import subprocess
 import sys
 
+import lab_slurm
 import pytest
+import slurm_batch
+from ansible.module_utils import slurm
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DATA = os.path.join(ROOT, "tests", "unit", "data", "slurm")
-sys.path.insert(0, os.path.join(ROOT, "module_utils"))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-sys.path.insert(0, os.path.join(ROOT, "lab"))
-import lab_slurm
-import slurm
-import slurm_batch
 
 JOB = "59544061"
 HOSTNAMES = {"lab-worker[1-2]": "lab-worker1\nlab-worker2\n", "a[1-2]": "a1\na2\n", "a1": "a1\n", "a2": "a2\n",
@@ -285,6 +282,16 @@ def test_bad_arguments_are_refused_naming_the_field(args, extra, field):
     with pytest.raises(slurm_batch.BatchError) as err:
         plan(*args, **extra)
     assert str(err.value).startswith(field) and "\n" not in str(err.value) and "abc123" not in str(err.value)
+
+
+def test_the_batch_script_runs_itself_again_with_the_projects_venv(tmp_path):
+    # Slurm starts the spool copy with the node's python3 (no Ansible): it goes on in the venv that has it.
+    repo = tmp_path / "repo"
+    argv = ["-i", "inventory/slurm-lab", "--spec", "smoke"]
+    again = slurm_batch.reexec_argv(repo, argv, "/var/spool/slurmd/job1/slurm_script", prefix="/usr")
+    assert again == [str(repo / ".venv" / "bin" / "python"), "/var/spool/slurmd/job1/slurm_script", *argv]
+    assert slurm_batch.reexec_argv(repo, argv, "x", prefix=str(repo / ".venv")) is None
+    assert slurm_batch.reexec_argv(type(repo)(ROOT), argv, "x") is None  # these tests run in the project's venv
 
 
 def test_an_allocation_slurm_refuses_stops_the_plan():

@@ -13,11 +13,9 @@ import sys
 import types
 
 import pytest
+import tiny_reward
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "lab", "assets"))
-
-import tiny_reward
 
 PACKAGE = "verl_cpu_rollout_under_test"
 
