@@ -16,12 +16,15 @@ import threading
 import time
 import uuid
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "module_utils"))
-import ray_cluster
+import lab  # the lab's addresses and files
 
-DASHBOARD = "http://198.18.0.10:8265"
-TOKEN = os.path.join(ROOT, "inventory", "lab", ".secrets", "ray_token")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the bootstrap: see plugin_utils
+from plugin_utils import PROJECT_ROOT as ROOT
+
+from ansible.module_utils import ray_cluster  # isort: skip
+
+DASHBOARD = lab.DASHBOARD_URL
+TOKEN = str(lab.TOKEN_FILE)
 BIN = os.path.join(ROOT, ".venv", "bin")
 
 

@@ -24,20 +24,24 @@ import tempfile
 import time
 import uuid
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import lab  # the lab's addresses and files
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the bootstrap: see plugin_utils
+from plugin_utils import PROJECT_ROOT as ROOT
+
+from ansible.module_utils import ray_cluster  # isort: skip
+
 BIN = os.path.join(ROOT, ".venv", "bin")
-KEY = os.path.join(ROOT, ".lab", "ssh", "id_ed25519")
-TOKEN = os.path.join(ROOT, "inventory", "lab", ".secrets", "ray_token")
-DASHBOARD = "http://198.18.0.10:8265"
-HEAD_IP = "198.18.0.10"
-sys.path.insert(0, os.path.join(ROOT, "module_utils"))
-import ray_cluster
+KEY = str(lab.ssh_key())
+TOKEN = str(lab.TOKEN_FILE)
+DASHBOARD = lab.DASHBOARD_URL
+HEAD_IP = lab.HEAD_IP
 
 ENV = dict(os.environ, ANSIBLE_FORCE_COLOR="0", PATH=BIN + os.pathsep + os.environ.get("PATH", ""))
 
 
 def worker_ips(n):
-    return [f"198.18.0.{11 + i}" for i in range(n)]
+    return [host.ip for host in lab.plan_hosts(n)[1:]]
 
 
 def timed(argv, what):

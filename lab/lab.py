@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 """Local multi-host lab: N SSH-reachable "hosts" on this one machine.
 
-Usage (as root, from anywhere; paths are derived from this file, not the cwd):
+Usage (as root, from anywhere; paths are derived from this file, not the cwd; with the project's venv,
+which has the Ansible the project's helpers import through):
 
-    python3 lab/lab.py up [--workers N]   # lab-head + lab-worker1..N
-    python3 lab/lab.py status
-    python3 lab/lab.py ssh HOST -- CMD...
-    python3 lab/lab.py down
+    .venv/bin/python lab/lab.py up [--workers N]   # lab-head + lab-worker1..N
+    .venv/bin/python lab/lab.py status
+    .venv/bin/python lab/lab.py ssh HOST -- CMD...
+    .venv/bin/python lab/lab.py down
+
+The lab's own facts live here, once: the hosts' names and addresses, the head's dashboard URL, the
+control host's token file and the ssh key (the tests and the benchmarks import them).
 
 Design
 ------
@@ -59,14 +63,17 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-# conventions.py is standard library only: the system Python that runs this script can import it.
-sys.path.insert(0, str(REPO_ROOT / "module_utils"))
-from conventions import one_line
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the bootstrap: see plugin_utils
+import plugin_utils  # noqa: F401 - ansible.module_utils.<helper> from here on
 
+from ansible.module_utils.conventions import one_line  # isort: skip
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
 LAB_DIR = REPO_ROOT / ".lab"
 STATE_FILE = LAB_DIR / "lab.json"
 INVENTORY_FILE = REPO_ROOT / "inventory" / "lab" / "hosts.yml"
+# The cluster token as the control host keeps it (ray_auth_control_token_path of the lab's inventory).
+TOKEN_FILE = REPO_ROOT / "inventory" / "lab" / ".secrets" / "ray_token"
 
 BRIDGE = "rvlab0"
 SUBNET = "198.18.0."
@@ -81,6 +88,9 @@ MAC_PREFIX = "02:72:76:6c"
 BRIDGE_MAC = f"{MAC_PREFIX}:ff:01"
 PREFIX_LEN = 24
 FIRST_HOST_OCTET = 10  # lab-head; worker K gets .10+K
+HEAD_IP = f"{SUBNET}{FIRST_HOST_OCTET}"
+# Ray's dashboard (the job API) on the lab's head, at roles/project_defaults' ray_dashboard_port.
+DASHBOARD_URL = f"http://{HEAD_IP}:8265"
 MAX_WORKERS = 254 - FIRST_HOST_OCTET
 NETNS_PREFIX = "rvlab-"
 VETH_PREFIX = "rvl"
@@ -448,7 +458,7 @@ def load_state(strict: bool) -> dict[str, Host]:
         return state_from_json(text)
     except LabError as exc:
         if strict:
-            raise LabError(f"{exc} (run `python3 lab/lab.py down` to reset)") from exc
+            raise LabError(f"{exc} (run `.venv/bin/python lab/lab.py down` to reset)") from exc
         warn(f"{exc}; ignoring it")
         return {}
 
@@ -504,11 +514,16 @@ def require_tools(*tools: str) -> None:
 # ------------------------------------------------------------------- actions
 
 
+def ssh_key() -> Path:
+    """The lab's client key (ssh to its hosts as root); ensure_keys makes it."""
+    return LAB_DIR / "ssh" / "id_ed25519"
+
+
 def ensure_keys() -> Path:
     """Client key pair, generated once and reused while .lab exists."""
-    ssh_dir = LAB_DIR / "ssh"
+    key = ssh_key()
+    ssh_dir = key.parent
     ssh_dir.mkdir(mode=0o700, exist_ok=True)
-    key = ssh_dir / "id_ed25519"
     if not key.exists():
         run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "lab-client", "-f", str(key)], "ssh key")
     pub_file = key.with_suffix(".pub")
@@ -831,12 +846,12 @@ def cmd_ssh(target: str, command: list[str]) -> int:
     hosts = load_state(strict=True)
     host = hosts.get(target) or next((h for h in hosts.values() if h.ip == target), None)
     if host is None:
-        known = ", ".join(hosts) or "none; run `python3 lab/lab.py up`"
+        known = ", ".join(hosts) or "none; run `make lab-up`"
         raise LabError(f"unknown lab host {target!r} (known: {known})")
     sys.stdout.flush()
     # exec: ssh's exit status, signals and tty handling pass straight through.
     # Like plain ssh, CMD words are joined by spaces and run by the remote shell.
-    os.execvp("ssh", ssh_argv(LAB_DIR / "ssh" / "id_ed25519", host.ip, command))
+    os.execvp("ssh", ssh_argv(ssh_key(), host.ip, command))
     return 255  # unreachable
 
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Slurm on the lab: slurmctld on lab-head, slurmd on every worker, munge on all of them.
 
-Usage (as root, after `python3 lab/lab.py up`; idempotent):
+Usage (as root, after `make lab-up`; idempotent):
 
-    python3 lab/lab_slurm.py up       # or: make lab-slurm
+    .venv/bin/python lab/lab_slurm.py up       # or: make lab-slurm
     SLURM_CONF=.lab/slurm/slurm.conf      # what Slurm's commands need, on lab-head (the login node)
 
 The daemons run inside the lab's hosts like their sshd does, so `lab.py down` ends them with the hosts.
@@ -140,7 +140,7 @@ def write_config(head, workers):
 
 def on_host(host, script, timeout=60):
     """Run a shell line on a lab host over the lab's ssh; the finished process."""
-    argv = lab.ssh_argv(lab.LAB_DIR / "ssh" / "id_ed25519", host.ip, [script])
+    argv = lab.ssh_argv(lab.ssh_key(), host.ip, [script])
     return subprocess.run(argv, check=False, capture_output=True, text=True, timeout=timeout)
 
 
@@ -176,7 +176,7 @@ def cmd_up():
     head = next((h for h in hosts if h.role == "head"), None)
     workers = [h for h in hosts if h.role == "worker"]
     if head is None or not workers:
-        raise lab.LabError("the lab needs a head and a worker: run `python3 lab/lab.py up` first")
+        raise lab.LabError("the lab needs a head and a worker: run `make lab-up` first")
     write_config(head, workers)
     for host in hosts:
         start_on(host)

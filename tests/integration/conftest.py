@@ -12,17 +12,17 @@ import time
 import uuid
 
 import pytest
+from ansible.module_utils import ray_cluster
+
+import lab  # the lab's names, addresses and files (tests/conftest.py puts lab/ on sys.path)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.path.join(ROOT, ".venv", "bin")
-TOKEN = os.path.join(ROOT, "inventory", "lab", ".secrets", "ray_token")
-DASHBOARD = "http://198.18.0.10:8265"
-HEAD, WORKER1, WORKER2 = "lab-head", "lab-worker1", "lab-worker2"
-IPS = {HEAD: "198.18.0.10", WORKER1: "198.18.0.11", WORKER2: "198.18.0.12"}
+TOKEN = str(lab.TOKEN_FILE)
+DASHBOARD = lab.DASHBOARD_URL
+IPS = {host.name: host.ip for host in lab.plan_hosts(2)}  # the lab these tests bring up: a head, two workers
+HEAD, WORKER1, WORKER2 = IPS
 RECORDS = os.path.join(ROOT, ".lab", "private", "jobs")
-
-sys.path.insert(0, os.path.join(ROOT, "module_utils"))
-import ray_cluster
 
 
 class Run:

@@ -5,8 +5,10 @@ import json
 import os
 
 import pytest
-import ray_cluster
-from conftest import RECORDS, ROOT, TOKEN, new_id, playbook, wait_for
+from ansible.module_utils import ray_cluster
+from conftest import DASHBOARD, RECORDS, ROOT, TOKEN, new_id, playbook, wait_for
+
+import lab
 
 pytestmark = pytest.mark.usefixtures("cluster_up")
 
@@ -28,7 +30,7 @@ ray.get(divide.remote())
 
 def logs(sid):
     ray_cluster.prepare_client_env(TOKEN)
-    return ray_cluster.job_client("http://198.18.0.10:8265", ray_cluster.read_token(TOKEN)).get_job_logs(sid)
+    return ray_cluster.job_client(DASHBOARD, ray_cluster.read_token(TOKEN)).get_job_logs(sid)
 
 
 def test_post_mortem_waits_for_a_debugger_and_stop_ends_the_job():
@@ -42,7 +44,7 @@ def test_post_mortem_waits_for_a_debugger_and_stop_ends_the_job():
     waiting = wait_for(lambda: "Waiting for debugger to attach" in logs(sid) and logs(sid), 120,
                        f"{sid}'s task to wait for a debugger")
     listening = [line for line in waiting.splitlines() if "Ray debugger is listening on" in line]
-    assert listening and all("198.18.0." in line and "0.0.0.0" not in line for line in listening), waiting[-2000:]
+    assert listening and all(lab.SUBNET in line and "0.0.0.0" not in line for line in listening), waiting[-2000:]
     shown = playbook("job.yml", "-e", f"id={sid}")
     assert shown.rc == 0 and f"{sid}: RUNNING" in shown.out, shown  # held, not failed
     with open(os.path.join(RECORDS, sid, "config", "runtime_env.json"), encoding="utf-8") as handle:

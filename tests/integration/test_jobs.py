@@ -7,7 +7,22 @@ import os
 import re
 
 import pytest
-from conftest import HEAD, IPS, RECORDS, ROOT, TOKEN, WORKER1, WORKER2, new_id, nodes, playbook, ssh, wait_for
+from ansible.module_utils import ray_cluster
+from conftest import (
+    DASHBOARD,
+    HEAD,
+    IPS,
+    RECORDS,
+    ROOT,
+    TOKEN,
+    WORKER1,
+    WORKER2,
+    new_id,
+    nodes,
+    playbook,
+    ssh,
+    wait_for,
+)
 
 pytestmark = pytest.mark.usefixtures("cluster_up")
 
@@ -37,18 +52,14 @@ def hashes(sid):
 
 
 def ray_jobs():
-    import ray_cluster
-
     ray_cluster.prepare_client_env(TOKEN)
-    client = ray_cluster.job_client("http://198.18.0.10:8265", ray_cluster.read_token(TOKEN))
+    client = ray_cluster.job_client(DASHBOARD, ray_cluster.read_token(TOKEN))
     return {j.submission_id: j for j in client.list_jobs()}
 
 
 def ray_logs(sid):
-    import ray_cluster
-
     ray_cluster.prepare_client_env(TOKEN)
-    return ray_cluster.job_client("http://198.18.0.10:8265", ray_cluster.read_token(TOKEN)).get_job_logs(sid)
+    return ray_cluster.job_client(DASHBOARD, ray_cluster.read_token(TOKEN)).get_job_logs(sid)
 
 
 def test_smoke_runs_on_a_worker_and_leaves_a_complete_record():
@@ -76,7 +87,7 @@ def test_smoke_runs_on_a_worker_and_leaves_a_complete_record():
     assert probe["on_worker"] and probe["module_file"] == "/private/common/code/smoke/smoke_probe.py"
     for snap in ("ray_status_pre.txt", "ray_status_post.txt"):
         text = read(sid, "debug", snap)
-        assert "Node status" in text and "worker 198.18.0.11 ALIVE" in text
+        assert "Node status" in text and f"worker {IPS[WORKER1]} ALIVE" in text
     assert sid in read(sid, "debug", "ray_job_list_post.txt")
 
 

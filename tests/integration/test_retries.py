@@ -7,8 +7,8 @@ import threading
 import time
 
 import pytest
-import ray_cluster
-from conftest import IPS, RECORDS, TOKEN, new_id, nodes, playbook, ssh, wait_for
+from ansible.module_utils import ray_cluster
+from conftest import DASHBOARD, IPS, RECORDS, TOKEN, new_id, nodes, playbook, ssh, wait_for
 
 pytestmark = pytest.mark.usefixtures("cluster_up")
 
@@ -33,7 +33,7 @@ def kill_the_driver_node_after_step(sid, step):
     """Once the job has saved `step`, kill the raylet of the node its driver runs on; returns that host."""
     wait_for(lambda: tracked_step(sid) >= step, 600, f"{sid} to save global_step_{step}")
     ray_cluster.prepare_client_env(TOKEN)
-    client = ray_cluster.job_client("http://198.18.0.10:8265", ray_cluster.read_token(TOKEN))
+    client = ray_cluster.job_client(DASHBOARD, ray_cluster.read_token(TOKEN))
     driver = client.get_job_info(sid).driver_node_id
     ip = next(n["node_ip"] for n in nodes() if n["node_id"] == driver)
     host = next(h for h, i in IPS.items() if i == ip)

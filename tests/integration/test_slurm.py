@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import RECORDS, ROOT, WORKER1, WORKER2, new_id, playbook, ssh, wait_for
+from conftest import IPS, RECORDS, ROOT, WORKER1, WORKER2, new_id, playbook, ssh, wait_for
 
 SLURM_DIR = os.path.join(ROOT, ".lab", "slurm")
 OUT = os.path.join(SLURM_DIR, "out")
@@ -74,7 +74,7 @@ def test_an_allocation_of_the_workers_becomes_the_inventory():
     assert doc["ray_head"]["hosts"] == [WORKER1] and doc["ray_workers"]["hosts"] == [WORKER2]
     worker = doc["_meta"]["hostvars"][WORKER2]
     assert worker["ray_worker_num_gpus"] == 2  # what this job holds, not the lab's 4
-    assert worker["ansible_host"] == {"__ansible_unsafe": "198.18.0.12"} and worker["slurm_job_id"]
+    assert worker["ansible_host"] == {"__ansible_unsafe": IPS[WORKER2]} and worker["slurm_job_id"]
 
 
 def test_sbatch_runs_smoke_to_a_complete_record_and_takes_ray_down():
@@ -85,7 +85,7 @@ def test_sbatch_runs_smoke_to_a_complete_record_and_takes_ray_down():
     print(out[-3000:])
     st = status(sid)
     assert st.get("state") == "SUCCEEDED" and st["final"], out[-3000:]
-    assert st["driver_node_ip"] == "198.18.0.12" and st["driver_on_worker"]
+    assert st["driver_node_ip"] == IPS[WORKER2] and st["driver_on_worker"]
     record = os.path.join(RECORDS, sid)
     for name in ("config/job_spec.json", "config/runtime_env.json", "config/submit_cmd.txt", "logs/driver.log",
                  "debug/ray_status_pre.txt", "debug/ray_job_list_post.txt", "checkpoints/smoke.json"):
