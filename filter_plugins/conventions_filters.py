@@ -17,10 +17,11 @@ def ray_verl_paths(shared_root):
 
 
 def ray_verl_checked_id(value, field):
-    """value when it follows the id rule (a plain path component); else one line naming field."""
-    if not conventions.matches(conventions.ID_RULE, value):
-        raise AnsibleFilterError(f"{field}: must be {conventions.ID_RULE[1]}, got {conventions.one_line(repr(value), 120)}")
-    return value
+    """value when it follows the id rule (a plain path component); else one line naming field (conventions.check_id)."""
+    try:
+        return conventions.check_id(field, value)
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc)) from None
 
 
 class FilterModule:

@@ -154,9 +154,11 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    for field in ("node_name", "run_id"):
-        if not conventions.matches(conventions.ID_RULE, p[field]):
-            module.fail_json(msg=f"{field}: must be {conventions.ID_RULE[1]}, got {p[field]!r}")
+    try:
+        for field in ("node_name", "run_id"):
+            conventions.check_id(field, p[field])
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
     if p["phase"] == "read":
         module.exit_json(changed=False, probes=read_probes(p))
     module.exit_json(changed=False, **facts(module, p))

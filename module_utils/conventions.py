@@ -1,8 +1,7 @@
 """Names and paths every part of the project agrees on, defined once.
 
-Modules import this as ansible.module_utils.conventions; the control host's code (action plugins,
-lookups, scripts) reaches it the same way through plugin_utils, and scripts/lab.py imports it as a
-plain module. It imports only the standard library, so any Python can load it.
+Every file imports this as ansible.module_utils.conventions (on the control host through the
+bootstrap, plugin_utils/__init__.py). It imports only the standard library.
 """
 
 import posixpath
@@ -40,43 +39,63 @@ def matches(rule, value):
     return isinstance(value, str) and re.fullmatch(rule[0], value) is not None
 
 
+def check_id(field, value):
+    """value when it follows the id rule (one plain path component); else ValueError naming field.
+
+    Every id check says it this one way, and never repeats the value: it may be a secret given by mistake.
+    """
+    if not matches(ID_RULE, value):
+        raise ValueError(f"{field}: must be {ID_RULE[1]}")
+    return value
+
+
+# The shared root's layout: each directory under it, with its mode (the shared_root role lays it out).
+# Code every job imports (common/code: verl snapshots, plugins, the smoke probe), job records and
+# regression reports are written by root only (0755; the shared_root module refuses such a directory
+# when someone else owns it); user/, datasets/, hf/ and outputs/ are for everyone (1777: the sticky bit
+# keeps people from deleting each other's files). user/code reaches a job only when its spec asks for it.
+JOBS, COMMON_CODE, USER_CODE, REGRESSION = "jobs", "common/code", "user/code", "regression"
+LAYOUT = {"common": "0755", COMMON_CODE: "0755", JOBS: "0755", REGRESSION: "0755",
+          "user": "1777", USER_CODE: "1777", "datasets": "1777", "hf": "1777", "outputs": "1777"}
+
+
 # Where things live under the shared root.
 def job_dir(shared_root, submission_id):
     """A job's record: <shared_root>/jobs/<submission_id>."""
-    return posixpath.join(shared_root, "jobs", submission_id)
+    return posixpath.join(shared_root, JOBS, submission_id)
 
 
 def verl_code_dir(shared_root, code_id):
     """A verl code snapshot: <shared_root>/common/code/verl/<code_id>."""
-    return posixpath.join(shared_root, "common", "code", "verl", code_id)
+    return posixpath.join(shared_root, COMMON_CODE, "verl", code_id)
 
 
 def smoke_code_dir(shared_root):
     """The smoke probe's code: <shared_root>/common/code/smoke."""
-    return posixpath.join(shared_root, "common", "code", "smoke")
+    return posixpath.join(shared_root, COMMON_CODE, "smoke")
 
 
 def plugins_code_dir(shared_root):
     """Platform plugins beside the snapshots: <shared_root>/common/code/plugins."""
-    return posixpath.join(shared_root, "common", "code", "plugins")
+    return posixpath.join(shared_root, COMMON_CODE, "plugins")
 
 
 def user_code_dir(shared_root):
     """People's own code (reward functions): <shared_root>/user/code."""
-    return posixpath.join(shared_root, "user", "code")
+    return posixpath.join(shared_root, USER_CODE)
 
 
 def regression_dir(shared_root):
     """Regression reports: <shared_root>/regression."""
-    return posixpath.join(shared_root, "regression")
+    return posixpath.join(shared_root, REGRESSION)
 
 
 def paths(shared_root):
-    """All of the above for one shared root, for playbooks and roles (the ray_verl_paths filter)."""
-    return {"jobs": posixpath.join(shared_root, "jobs"), "verl_code": posixpath.dirname(verl_code_dir(shared_root, "x")),
+    """All of the above for one shared root, and the layout, for playbooks and roles (the ray_verl_paths filter)."""
+    return {"jobs": posixpath.join(shared_root, JOBS), "verl_code": posixpath.dirname(verl_code_dir(shared_root, "x")),
             "smoke_code": smoke_code_dir(shared_root), "plugins_code": plugins_code_dir(shared_root),
             "user_code": user_code_dir(shared_root), "regression": regression_dir(shared_root),
-            "marker_file": MARKER_FILE}
+            "marker_file": MARKER_FILE, "layout": dict(LAYOUT)}
 
 
 def one_line(text, width=None):

@@ -168,8 +168,10 @@ def make_plan(argv, env, read=read_allocation):
     if not (repo / "jobspecs" / f"{args.spec}.yaml").is_file():
         raise BatchError(f"--spec: there is no jobspecs/{args.spec}.yaml")
     sid = args.submission_id or f"slurm-{job_id}-{args.spec}"
-    if not conventions.matches(conventions.ID_RULE, sid):
-        raise BatchError(f"--id: {sid[:60]!r} is not a submission id ({conventions.ID_RULE[1]})")
+    try:
+        conventions.check_id("--id", sid)
+    except ValueError as exc:
+        raise BatchError(str(exc)) from None
     for value in args.extra:
         check_extra(value, redaction)
     try:

@@ -9,7 +9,7 @@ import os
 import pytest
 import ray_job
 from ansible.errors import AnsibleFilterError
-from ansible.module_utils import jobspec
+from ansible.module_utils import conventions, jobspec
 from conventions_filters import ray_verl_checked_id
 from ray_job_harness import SECRET, action, make_action, make_spec, module_result
 
@@ -118,6 +118,8 @@ def test_submit_refuses(field, extra, inventory, specs_dir, ray_config, ray, mon
 
 
 JOB_IDS = ["../x", "..", ".", "a/b", "", "x\x00y", "-rf", "a b", "$(id)", "a" * 129]
+# Every id check's one message (conventions.check_id): the field and the rule, never the value (it may be a secret).
+ID_REFUSED = "{field}: must be " + conventions.ID_RULE[1]
 
 
 @pytest.mark.parametrize("sid", JOB_IDS)
@@ -125,7 +127,7 @@ def test_job_action_refuses_a_bad_id(sid, inventory, ray_config, ray):
     plugin = make_action({"action": "status", "submission_id": sid}, inventory,
                          lambda **kw: pytest.fail("the module must not run"))
     result = plugin.run(task_vars={})
-    assert result["failed"] and result["msg"].startswith("jobspec field 'submission_id': ")
+    assert result["failed"] and result["msg"] == ID_REFUSED.format(field="submission_id")
 
 
 @pytest.mark.parametrize("sid", ["../jobs/x", "a/../../b"])
@@ -162,20 +164,27 @@ def test_module_refuses_a_spec_for_another_shared_root(ray, ray_config, capsys, 
 
 @pytest.mark.parametrize("run_id", ["../x", "a b", "", ".x", "a/b", "x\ny"])
 def test_regression_run_id_refused(run_id):
-    with pytest.raises(AnsibleFilterError, match=r"^run_id: must be "):
+    with pytest.raises(AnsibleFilterError, match=r"^run_id: must be ") as err:
         ray_verl_checked_id(run_id, "run_id")
+    assert str(err.value) == ID_REFUSED.format(field="run_id")
 
 
 @pytest.mark.parametrize("snap", ["../../etc", "/abs", "a'b", "x\n"])
 def test_snapshot_id_refused(snap):
-    with pytest.raises(AnsibleFilterError, match=r"^code_snapshot_verl_id: must be "):
+    with pytest.raises(AnsibleFilterError, match=r"^code_snapshot_verl_id: must be ") as err:
         ray_verl_checked_id(snap, "code_snapshot_verl_id")
+    assert str(err.value) == ID_REFUSED.format(field="code_snapshot_verl_id")
 
 
-@pytest.mark.parametrize("check_id", ["../x", "a b", ""])
+@pytest.mark.parametrize("check_id", ["../x", "a b", "", "hf_sekrit-token value", None, 7])
 def test_check_id_refused_with_the_field(check_id):
-    with pytest.raises(jobspec.JobSpecError, match=r"^jobspec field 'run_id': must be "):
+    with pytest.raises(ValueError) as err:
+        conventions.check_id("run_id", check_id)
+    assert str(err.value) == ID_REFUSED.format(field="run_id")
+    with pytest.raises(jobspec.JobSpecError) as err:  # what the ray_job action catches
         jobspec_input.check_id(check_id, "run_id")
+    assert str(err.value) == ID_REFUSED.format(field="run_id")
+    assert conventions.check_id("run_id", "nightly-2026.11_23") == "nightly-2026.11_23"
 
 
 SUITE_ENTRIES = [

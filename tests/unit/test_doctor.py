@@ -1,9 +1,12 @@
 """module_utils/doctor.py: every node side by side, each wrong check named with its node and fix."""
 
 import copy
+import json
 
 import pytest
-from ansible.module_utils import doctor
+import ray_doctor
+from ansible.module_utils import conventions, doctor
+from ansible.module_utils.testing import patch_module_args
 
 PKGS = {"ray": "2.60.0", "torch": "2.13.0+cpu", "verl": "0.9.1", "vllm": None, "sglang": None,
         "transformers": "5.10.4"}
@@ -64,3 +67,13 @@ def test_different_interfaces_are_a_note_not_a_failure(facts):
     facts["w2"].update(iface="ib0", raylet_env={"NCCL_SOCKET_IFNAME": "ib0"})
     _, _, problems, notes = doctor.compare(facts, "head", CONTROL, GPUS)
     assert problems == [] and "different interfaces (eth0, ib0)" in notes[0]
+
+
+@pytest.mark.parametrize("field", ["node_name", "run_id"])
+def test_the_doctor_module_refuses_a_bad_id_naming_only_the_field(field, capsys):
+    args = {"python": "/x/python", "shared_root": "/private", "head_ip": "10.0.0.10", "node_ip": "10.0.0.11",
+            "node_name": "w1", "run_id": "doc-1", field: "../sekrit value"}
+    with patch_module_args(args), pytest.raises(SystemExit):
+        ray_doctor.main()
+    out = json.loads(capsys.readouterr().out)
+    assert out["failed"] and out["msg"] == f"{field}: must be {conventions.ID_RULE[1]}"

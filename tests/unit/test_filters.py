@@ -1,6 +1,16 @@
-"""filter_plugins/ray_cluster.py."""
+"""filter_plugins/: cluster summaries and the project's conventions."""
 
+import os
+import posixpath
+
+import pytest
+import yaml
+from ansible.errors import AnsibleFilterError
+from ansible.module_utils import conventions
 from cluster_filters import ray_expected_workers, ray_status_summary
+from conventions_filters import ray_verl_checked_id, ray_verl_paths
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def test_expected_workers_skip_hosts_that_failed_earlier():
@@ -29,11 +39,21 @@ def test_status_summary_when_cluster_is_down():
 
 
 def test_checked_id_refuses_anything_but_one_plain_path_component():
-    import pytest
-    from ansible.errors import AnsibleFilterError
-    from conventions_filters import ray_verl_checked_id
-
     assert ray_verl_checked_id("verl-0.9.1", "code_snapshot_verl_id") == "verl-0.9.1"
     for bad in ("../../etc", "a/b", "x\"; import os", "", ".hidden", "a b", "a\nb", None):
-        with pytest.raises(AnsibleFilterError, match=r"^code_snapshot_verl_id: must be 1-128 letters"):
+        with pytest.raises(AnsibleFilterError, match=r"^code_snapshot_verl_id: must be 1-128 letters") as err:
             ray_verl_checked_id(bad, "code_snapshot_verl_id")
+        assert str(err.value) == "code_snapshot_verl_id: must be " + conventions.ID_RULE[1]  # never the value
+
+
+def test_the_shared_root_layout_has_one_home():
+    """conventions.LAYOUT: the shared_root role's default is the filter's, and it lays out where things live."""
+    paths = ray_verl_paths("/private")
+    assert paths["layout"] == conventions.LAYOUT and paths["layout"] is not conventions.LAYOUT
+    for where in ("jobs", "verl_code", "smoke_code", "plugins_code", "user_code", "regression"):
+        rel = posixpath.relpath(paths[where], "/private")
+        assert any(rel == d or rel.startswith(d + "/") for d in conventions.LAYOUT), where
+    for exact in (conventions.JOBS, conventions.COMMON_CODE, conventions.USER_CODE, conventions.REGRESSION):
+        assert exact in conventions.LAYOUT
+    with open(os.path.join(ROOT, "roles", "shared_root", "defaults", "main.yml"), encoding="utf-8") as handle:
+        assert yaml.safe_load(handle)["shared_root_layout"] == "{{ (shared_root_path | ray_verl_paths).layout }}"

@@ -259,8 +259,9 @@ def test_the_plan_runs_the_runbook_with_the_allocation_pinned():
 @pytest.mark.parametrize(("args", "extra", "field"), [
     (["--spec", "../etc/passwd"], {}, "--spec: '../etc/passwd' is not a spec name"),
     (["--spec", "nosuchspec"], {}, "--spec: there is no jobspecs/nosuchspec.yaml"),
-    (["--id", "a b"], {}, "--id: 'a b' is not a submission id"),
-    (["--id", "../x"], {}, "--id: '../x' is not a submission id"),
+    (["--id", "a b"], {}, "--id: must be 1-128 letters, digits or ._- starting with a letter or digit"),
+    (["--id", "../x"], {}, "--id: must be 1-128 letters, digits or ._- starting with a letter or digit"),
+    (["--id", "abc123 x"], {}, "--id: must be 1-128 letters"),
     (["-e", "noequals"], {}, "-e: 'noequals' must be KEY=VALUE"),
     (["-e", "submission_id=other"], {}, "-e: 'submission_id=other' must be KEY=VALUE"),
     (["-e", "@/etc/shadow=x"], {}, "-e: '@/etc/shadow=x' must be KEY=VALUE"),
