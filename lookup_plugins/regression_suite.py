@@ -5,9 +5,10 @@ name: regression_suite
 short_description: The checked entries of suites/<name>.yaml
 description:
   - Returns the suite's entries, each C({name, spec, overrides, gates}); a bad suite fails with one line naming it.
-  - Secret env values in overrides are redacted (the default secret names and the inventory's
-    C(jobspec_secret_env_names)), since Ansible shows and keeps variables. ray_job reads an entry's real
-    values itself (its O(suite) and O(entry) options).
+  - Secret env values in overrides are redacted (the names ray_job hides, C(ray_config.secret_env_names) (the
+    default secret names unless it lists its own) and the inventory's C(jobspec_secret_env_names)), since
+    Ansible shows and keeps variables. ray_job reads an entry's real values itself (its O(suite) and O(entry)
+    options).
 options:
   _terms:
     description: The suite's name.
@@ -38,7 +39,8 @@ class LookupModule(LookupBase):
             entries = [entry for name in terms for entry in jobspec_input.load_suite(str(name), suites_dir)]
         except jobspec_input.SuiteError as exc:
             raise AnsibleLookupError(str(exc)) from None
-        # Variables reach a lookup templated already; a site's names are plain strings.
-        site_names = (variables or {}).get("jobspec_secret_env_names") or []
-        names = tuple(redaction.DEFAULT_SECRET_ENV_NAMES) + tuple(n for n in site_names if isinstance(n, str))
+        # Variables reach a lookup templated already: the names ray_job hides, by the same rule.
+        ray_config = (variables or {}).get("ray_config")
+        names = redaction.secret_names(ray_config.get("secret_env_names") if isinstance(ray_config, dict) else None,
+                                       (variables or {}).get("jobspec_secret_env_names") or [])
         return jobspec_input.shown_entries(entries, names)

@@ -21,6 +21,13 @@ def is_secret_name(key, secret_names=DEFAULT_SECRET_ENV_NAMES) -> bool:
     return isinstance(key, str) and (key in secret_names or _SECRET_NAME.search(key) is not None)
 
 
+def secret_names(configured=None, extra=()):
+    """The env names whose values are hidden, by the one rule: configured (a ray_config's secret_env_names, the
+    defaults when it names none), then each extra name (a site's jobspec_secret_env_names) not among them."""
+    names = [n for n in (configured or DEFAULT_SECRET_ENV_NAMES) if isinstance(n, str)]
+    return tuple(names + [n for n in extra or () if isinstance(n, str) and n not in names])
+
+
 def redact(obj, secret_names, extra_values=()):
     """A deep copy of obj with secrets hidden.
 

@@ -63,6 +63,8 @@ def test_runner_retention_keeps_newest_finished_and_never_running(tmp_path):
     assert runner.old_runs(str(tmp_path), keep=5) == []
     assert runner.old_runs(str(tmp_path / "missing"), keep=1) == []
     assert runner.parse_args(["--suite", "gpu", "--keep", "3"]).keep == 3
+    # No cluster address by default: the run says which cluster it used (below).
+    assert runner.parse_args([]).dashboard_url is None and runner.parse_args([]).token_file is None
 
 
 SECRET_SUITE = ("entries:\n"
@@ -80,6 +82,17 @@ def test_the_lookup_shows_entries_with_their_secrets_redacted(tmp_path):
     assert entry["overrides"] == {"env": {"WANDB_API_KEY": "<redacted>", "PLAIN": "keep"},
                                   "env.HF_TOKEN": "<redacted>", "total_training_steps": 2}
     assert "sekrit" not in json.dumps(entry)
+
+
+def test_the_lookup_hides_the_same_names_as_ray_job(tmp_path):
+    """One rule for which names are secret (redaction.secret_names): ray_config's list, then the site's extra ones."""
+    from ansible.plugins.loader import lookup_loader
+
+    write(tmp_path, "s", "entries:\n  - name: a\n    spec: smoke\n"
+                         "    overrides: {env: {SITE_CODE: s-1, OTHER_CODE: s-2, PLAIN: keep}}\n")
+    variables = {"ray_config": {"secret_env_names": ["SITE_CODE"]}, "jobspec_secret_env_names": ["OTHER_CODE"]}
+    [entry] = lookup_loader.get("regression_suite").run(["s"], variables=variables, suites_dir=str(tmp_path))
+    assert entry["overrides"]["env"] == {"SITE_CODE": "<redacted>", "OTHER_CODE": "<redacted>", "PLAIN": "keep"}
 
 
 def test_ray_job_reads_the_real_values_of_a_suite_entry_itself(tmp_path):
@@ -100,7 +113,6 @@ def test_an_env_given_as_json_text_is_shown_redacted_whole(tmp_path):
                          "    overrides: {env: '{\"WANDB_API_KEY\": \"suite-sekrit-1234\"}'}\n")
     [entry] = lookup_loader.get("regression_suite").run(["s"], variables={}, suites_dir=str(tmp_path))
     assert entry["overrides"] == {"env": "<redacted>"}
-    assert runner.parse_args([]).dashboard_url is None and runner.parse_args([]).token_file is None
 
 
 def test_runner_learns_the_cluster_from_the_run_even_when_it_fails(tmp_path, monkeypatch):

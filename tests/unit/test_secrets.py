@@ -29,6 +29,13 @@ def test_a_site_name_is_secret():
     assert redaction.is_secret_name("SITE_CODE", ("SITE_CODE",))
 
 
+def test_which_names_are_secret_follows_one_rule():
+    """redaction.secret_names: a ray_config's own list (else the defaults), then a site's extra names, once each."""
+    assert redaction.secret_names() == redaction.DEFAULT_SECRET_ENV_NAMES
+    assert redaction.secret_names(None, ["SITE_CODE"]) == (*redaction.DEFAULT_SECRET_ENV_NAMES, "SITE_CODE")
+    assert redaction.secret_names(["A_CODE"], ["B_CODE", "A_CODE", 7]) == ("A_CODE", "B_CODE")
+
+
 # Values of every awkward shape: quotes (escaped differently by JSON and the shell), short, spaces, unicode.
 AWKWARD = {"QUOTED_TOKEN": "it's\"quoted$x", "SHORT_TOKEN": "Zq", "ONE_KEY": "Q", "SPACE_SECRET": "two words here",
            "UNI_PASSWORD": "pässwörd✓", "BACKSLASH_PAT": "a\\b\\n", "SITE_CODE": "site-value-9876"}
