@@ -29,8 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import lab  # the lab's own state, names and ssh
+import lab  # the lab's own state, names and ssh (beside this file: the script's folder is on sys.path)
 
 SLURM_DIR = lab.LAB_DIR / "slurm"
 CONF = SLURM_DIR / "slurm.conf"
