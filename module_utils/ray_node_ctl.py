@@ -16,7 +16,7 @@ import shutil
 import signal
 import time
 
-from ansible.module_utils.job_record import read_json, write_json
+from ansible.module_utils.jobs.record import read_json, write_json
 
 # A Ray job's driver carries this variable; the job supervisor sets it.
 DRIVER_ENV_MARKER = b"RAY_JOB_CONFIG_JSON_ENV_VAR="

@@ -18,7 +18,7 @@ import xml.etree.ElementTree as ET
 
 from ansible.module_utils import regression_gates, verl_metrics
 from ansible.module_utils.conventions import job_dir, one_line, regression_dir
-from ansible.module_utils.job_record import read_json, write_text
+from ansible.module_utils.jobs.record import read_json, write_text
 
 LOG_TAIL_LINES = 40
 MESSAGE_WIDTH = 200
