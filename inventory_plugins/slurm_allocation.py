@@ -46,9 +46,7 @@ from ansible.errors import AnsibleParserError
 from ansible.plugins.inventory import BaseInventoryPlugin
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the bootstrap: see plugin_utils
-import plugin_utils  # noqa: F401 - ansible.module_utils.<helper> from here on
-
-from ansible.module_utils import slurm  # isort: skip
+from plugin_utils import slurm
 
 
 class InventoryModule(BaseInventoryPlugin):

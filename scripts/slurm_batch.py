@@ -103,9 +103,9 @@ def _project(repo):
     # copy's __file__ says nothing about where the project is.
     if str(repo) not in sys.path:
         sys.path.insert(0, str(repo))
-    import plugin_utils  # noqa: F401 - ansible.module_utils.<helper> from here on
+    from plugin_utils import slurm
 
-    from ansible.module_utils import conventions, redaction, slurm  # isort: skip
+    from ansible.module_utils import conventions, redaction  # isort: skip
 
     return conventions, redaction, slurm
 

@@ -1,4 +1,4 @@
-"""A Slurm allocation as an inventory (module_utils/slurm.py, the slurm_allocation plugin) and the batch
+"""A Slurm allocation as an inventory (plugin_utils/slurm.py, the slurm_allocation plugin) and the batch
 entry point's plan and steps (scripts/slurm_batch.py). Slurm's answers are real scontrol output from the lab
 (tests/unit/data/slurm/); the plugin runs in the real ansible-inventory with a scontrol that prints them."""
 
@@ -11,7 +11,8 @@ import sys
 import lab_slurm
 import pytest
 import slurm_batch
-from ansible.module_utils import slurm
+
+from plugin_utils import slurm
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DATA = os.path.join(ROOT, "tests", "unit", "data", "slurm")

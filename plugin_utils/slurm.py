@@ -1,8 +1,8 @@
 """A Slurm allocation as a Ray cluster: which node is the head, which are workers, how many GPUs each got.
 
-Standard library only: the inventory plugin (control host, with Ansible) and the batch entry point
-(scripts/slurm_batch.py, the system's python3 on a compute node) both import it. What Slurm says comes
-from `scontrol` through one runner, so the parsing below is tested with Slurm's real output as text.
+Control host only (no module ships it): the inventory plugin and the batch entry point (scripts/slurm_batch.py,
+on the allocation's first node) import it. Standard library only. What Slurm says comes from `scontrol`
+through one runner, so the parsing below is tested with Slurm's real output as text.
 """
 
 from __future__ import annotations
