@@ -16,11 +16,9 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 from ansible.utils.vars import load_extra_vars
 
-# The project's control-host code (plugin_utils) imports as a package from the project root.
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the bootstrap: see plugin_utils
 from plugin_utils import PROJECT_ROOT, jobspec_input, ray_action
 
-# Importable once plugin_utils has put the project's module_utils on ansible.module_utils' path.
 from ansible.module_utils import conventions, redaction  # isort: skip
 from ansible.module_utils.jobs import options  # isort: skip
 from ansible.module_utils.jobs.status import JobStatus, RecordError  # isort: skip
@@ -77,8 +75,7 @@ class ActionModule(ActionBase):
         except jobspec_input.JobSpecError as exc:
             return {**result, "failed": True, "msg": str(exc)}
         rc = connection["ray_config"]
-        names = tuple((rc.get("secret_env_names") if isinstance(rc, dict) else None)
-                      or redaction.DEFAULT_SECRET_ENV_NAMES)
+        names = redaction.secret_names(rc.get("secret_env_names") if isinstance(rc, dict) else None)
         # The module runs with the nodes' Ray Python (ray_python), not the host's default one.
         module_vars = dict(task_vars, ansible_python_interpreter=python)
         self._host = task_vars.get("inventory_hostname", "")
@@ -93,8 +90,8 @@ class ActionModule(ActionBase):
 
         if args["submission_id"] is not None:
             try:
-                jobspec_input.check_id(args["submission_id"])
-            except jobspec_input.JobSpecError as exc:
+                conventions.check_id("submission_id", args["submission_id"])
+            except ValueError as exc:
                 return {**result, "failed": True, "msg": str(exc)}
         if args["action"] == "submit":
             return {**result, **self._submit(module, args, connection["ray_config"])}
@@ -219,8 +216,7 @@ class ActionModule(ActionBase):
                                              extra)
         if not extra or not isinstance(ray_config, dict):
             return ray_config
-        have = list(ray_config.get("secret_env_names") or redaction.DEFAULT_SECRET_ENV_NAMES)
-        return {**ray_config, "secret_env_names": have + [n for n in extra if n not in have]}
+        return {**ray_config, "secret_env_names": list(redaction.secret_names(ray_config.get("secret_env_names"), extra))}
 
     def _show(self, line):
         display.display(f"{self._host} | {line}")

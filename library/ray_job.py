@@ -201,7 +201,7 @@ open:
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.jobs import options, runner
 from ansible.module_utils.ray_connection import argument_spec
-from ansible.module_utils.redaction import DEFAULT_SECRET_ENV_NAMES, is_secret_name
+from ansible.module_utils.redaction import is_secret_name, secret_names
 
 
 def main():
@@ -212,10 +212,10 @@ def main():
     if p["spec"] is not None and not isinstance(p["spec"], dict):
         module.fail_json(msg="spec: the module takes a resolved JobSpec (a dict); run it through its action plugin")
     # Secret env values must not come back in the module's own `invocation` output either.
-    secret_names = tuple((p["ray_config"] or {}).get("secret_env_names") or DEFAULT_SECRET_ENV_NAMES)
+    names = secret_names((p["ray_config"] or {}).get("secret_env_names"))
     for env in ((p["spec"] or {}).get("env") or {},
                 ((p["ray_config"] or {}).get("runtime_env") or {}).get("env_vars") or {}):
-        module.no_log_values.update(str(v) for k, v in env.items() if is_secret_name(k, secret_names) and v)
+        module.no_log_values.update(str(v) for k, v in env.items() if is_secret_name(k, names) and v)
     runner.main(module)
 
 

@@ -25,25 +25,6 @@ SPEC_FIELD_NAMES = frozenset(f.name for f in SPEC_FIELDS)
 ENV_NAME_RULE = jobspec._ENV_NAME
 
 
-class IdError(JobSpecError):
-    """conventions.check_id's refusal, its one line unchanged, as the JobSpecError the ray_job action catches."""
-
-    def __init__(self, field, message):
-        ValueError.__init__(self, message)
-        self.field, self.value = field, None
-
-
-def check_id(value, field="submission_id"):
-    """An id from the command line (job.yml -e id): conventions.check_id, the one rule and the one message.
-
-    For the ray_job action until it calls conventions.check_id itself.
-    """
-    try:
-        return conventions.check_id(field, value)
-    except ValueError as exc:
-        raise IdError(field, str(exc)) from None
-
-
 def list_specs(specs_dir) -> list:
     """Names of the spec files in specs_dir."""
     try:

@@ -78,8 +78,10 @@ def attempt_action(module, job):
         why = "it succeeded" if status.state == "SUCCEEDED" else "it has not ended (stop it first)"
         raise Failed(f"{job.sid}: {status.state}: nothing to resume, {why}", **job.result(status, ""), **plan)
     next_id = f"{root}-r{len(linked)}"
-    if not conventions.matches(conventions.ID_RULE, next_id):
-        raise Failed(f"{job.sid}: the attempt's id would not be {conventions.ID_RULE[1]}")
+    try:
+        conventions.check_id(f"{job.sid}: the attempt's id", next_id)
+    except ValueError as exc:
+        raise Failed(str(exc)) from None
     spec = read_json(job.rec["job_spec"])
     if not isinstance(spec, dict):
         raise Failed(f"{job.sid}: its record has no readable {job.rec['job_spec']}")

@@ -27,9 +27,10 @@ def run(module):
         return submit.submit(module, config)
     if p["action"] == "reconcile":
         return reconcile.reconcile(module, config)
-    sid = p["submission_id"]
-    if not conventions.matches(conventions.ID_RULE, sid):
-        raise Failed(f"submission_id: must be {conventions.ID_RULE[1]}")
+    try:
+        sid = conventions.check_id("submission_id", p["submission_id"])
+    except ValueError as exc:
+        raise Failed(str(exc)) from None
     output_dir = conventions.job_dir(config.shared_root, sid)
     if p["output_dir"] not in (None, output_dir):
         raise Failed(f"output_dir: must be {output_dir} (the record of submission_id {sid})")
