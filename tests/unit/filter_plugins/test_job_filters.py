@@ -3,8 +3,7 @@
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.jobs import options
-
-from filter_plugins.job_filters import ray_verl_checked_job_action
+from job_filters import ray_verl_checked_job_action
 
 
 @pytest.mark.parametrize("action", ["status", "stop", "logs", "wait", "resume"])
