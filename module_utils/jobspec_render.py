@@ -11,9 +11,9 @@ import shlex
 
 from ansible.module_utils import conventions
 from ansible.module_utils.jobs.record import paths as record_paths
-from ansible.module_utils.jobspec import TRAINERS
 from ansible.module_utils.jobspec import as_ray_config as _as_ray_config
 from ansible.module_utils.jobspec import as_spec as _as_spec
+from ansible.module_utils.jobspec_fields import TRAINERS
 
 
 def _hydra_value(value):

@@ -10,7 +10,14 @@ import os
 import re
 
 from ansible.module_utils import conventions, jobspec, redaction, regression_gates
-from ansible.module_utils.jobspec import SPEC_FIELDS, JobSpecError, _expect, _join
+from ansible.module_utils.jobspec_fields import (
+    ENV_NAME_RULE,  # noqa: F401 - the action plugin reads it from here
+    SPEC_FIELDS,
+    TRAINERS,
+    JobSpecError,
+    expect,
+    join_path,
+)
 
 # Extra vars that steer the playbooks rather than describe the job.
 PLAYBOOK_KNOBS = frozenset({"spec", "wait", "poll_s", "force", "id", "do", "preflight", "suite", "run_id", "state"})
@@ -22,7 +29,6 @@ _KNOWN_PREFIXES = ("ansible_", "ray_", "shared_root_", "jobspec_", "code_snapsho
 
 
 SPEC_FIELD_NAMES = frozenset(f.name for f in SPEC_FIELDS)
-ENV_NAME_RULE = jobspec._ENV_NAME
 
 
 def list_specs(specs_dir) -> list:
@@ -117,8 +123,8 @@ def _coerce(f, value, path):
             parsed = None
         if isinstance(parsed, list if kind in ("paths", "list") else dict):
             return parsed
-        raise JobSpecError(path, f"must be JSON text of {_expect(f)}", value)
-    raise JobSpecError(path, f"must be {_expect(f)}", value)
+        raise JobSpecError(path, f"must be JSON text of {expect(f)}", value)
+    raise JobSpecError(path, f"must be {expect(f)}", value)
 
 
 def coerce_cli_overrides(raw) -> dict:
@@ -134,7 +140,7 @@ def coerce_cli_overrides(raw) -> dict:
         parts = str(key).split(".")
         fields, node, path = SPEC_FIELDS, out, ""
         for i, part in enumerate(parts):
-            path = _join(path, part)
+            path = join_path(path, part)
             f = _lookup(fields, part, path, value)
             rest = parts[i + 1:]
             if not rest:
@@ -148,7 +154,7 @@ def coerce_cli_overrides(raw) -> dict:
             if f.kind == "map":
                 # Map keys may contain dots (metadata.team.name): the rest is one key.
                 entry = ".".join(rest)
-                node[entry] = _coerce(f.item, value, _join(path, entry))
+                node[entry] = _coerce(f.item, value, join_path(path, entry))
                 break
             fields = f.fields
     return out
@@ -171,7 +177,7 @@ def spec_overrides(extra_vars):
 def site_layer(site_defaults, workload):
     """The inventory's defaults for one workload: `all`, then `trainers` (ppo/grpo/sft), then its own."""
     layer = {}
-    keys = ["all"] + (["trainers"] if workload in jobspec.TRAINERS else []) + [workload]
+    keys = ["all"] + (["trainers"] if workload in TRAINERS else []) + [workload]
     for key in keys:
         part = (site_defaults or {}).get(key) or {}
         if not isinstance(part, dict):

@@ -1,7 +1,7 @@
-"""The JSON Schema of a spec file (jobspec.schema.json), derived from jobspec.SPEC_FIELDS (written by
+"""The JSON Schema of a spec file (jobspec.schema.json), derived from jobspec_fields.SPEC_FIELDS (written by
 plugin_utils/schemas.py)."""
 
-from ansible.module_utils.jobspec import _PATH, SPEC_FIELDS, TRAINER_REQUIRED, TRAINERS, Field
+from ansible.module_utils.jobspec_fields import PATH_RULE, SPEC_FIELDS, TRAINER_REQUIRED, TRAINERS, Field
 
 
 def _schema(f):
@@ -26,7 +26,7 @@ def _schema(f):
         if f.pattern:
             schema["pattern"] = f.pattern[0]
     elif kind == "path":
-        schema = {"type": "string", "pattern": _PATH[0]}
+        schema = {"type": "string", "pattern": PATH_RULE[0]}
     elif kind == "paths":
         path = _schema(f.item)
         schema = {"anyOf": [path, {"type": "array", "items": path, "minItems": 1}]}

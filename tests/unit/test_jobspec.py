@@ -9,7 +9,7 @@ import re
 import shlex
 
 import pytest
-from ansible.module_utils import jobspec, jobspec_render, redaction
+from ansible.module_utils import jobspec, jobspec_fields, jobspec_render, redaction
 from ansible.module_utils.jobspec import JobSpecError, resolve
 
 from plugin_utils import jobspec_input, jobspec_schema, schemas
@@ -318,12 +318,12 @@ def test_to_dict_round_trip(spec):
 def test_dataclasses_match_the_field_table():
     """The table is the single source: the model's fields must be exactly the table's."""
     names = [f.name for f in dataclasses.fields(jobspec.JobSpec)]
-    assert names == ["name"] + [f.name for f in jobspec.SPEC_FIELDS]
-    nested = {f.name: f for f in jobspec.SPEC_FIELDS if f.kind == "object"}
+    assert names == ["name"] + [f.name for f in jobspec_fields.SPEC_FIELDS]
+    nested = {f.name: f for f in jobspec_fields.SPEC_FIELDS if f.kind == "object"}
     for name, model in (("resources", jobspec.Resources), ("timeouts", jobspec.Timeouts)):
         assert [f.name for f in dataclasses.fields(model)] == [f.name for f in nested[name].fields]
     assert [f.name for f in dataclasses.fields(jobspec.RayConfig)] == [
-        f.name for f in jobspec.RAY_CONFIG_FIELDS]
+        f.name for f in jobspec_fields.RAY_CONFIG_FIELDS]
 
 
 def argv(spec, rc=RC):
