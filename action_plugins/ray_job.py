@@ -21,6 +21,7 @@ from plugin_utils import PROJECT_ROOT, jobspec_input, ray_action
 
 from ansible.module_utils import conventions, redaction  # isort: skip
 from ansible.module_utils.jobs import options  # isort: skip
+from ansible.module_utils.jobspec_fields import ENV_NAME_RULE  # isort: skip
 from ansible.module_utils.jobs.status import JobStatus, RecordError  # isort: skip
 
 display = Display()
@@ -211,7 +212,7 @@ class ActionModule(ActionBase):
         """ray_config with the site's extra secret names (inventory jobspec_secret_env_names) added."""
         extra = ray_action.inventory_value(self._templar, "jobspec_secret_env_names", []) or []
         if not isinstance(extra, list) or not all(
-                isinstance(n, str) and jobspec_input.conventions.matches(jobspec_input.ENV_NAME_RULE, n) for n in extra):
+                isinstance(n, str) and conventions.matches(ENV_NAME_RULE, n) for n in extra):
             raise jobspec_input.JobSpecError("jobspec_secret_env_names", "must be a list of environment variable names",
                                              extra)
         if not extra or not isinstance(ray_config, dict):

@@ -11,7 +11,6 @@ import re
 
 from ansible.module_utils import conventions, jobspec, redaction, regression_gates
 from ansible.module_utils.jobspec_fields import (
-    ENV_NAME_RULE,  # noqa: F401 - the action plugin reads it from here
     SPEC_FIELDS,
     TRAINERS,
     JobSpecError,
