@@ -3,7 +3,7 @@
 #SBATCH --nodes=2
 #SBATCH --ntasks-per-node=1
 #SBATCH --signal=B:USR1@300
-# The Slurm batch entry point (sbatch it from the repository root; see the README, "On a Slurm cluster"):
+# The Slurm batch entry point (sbatch it from the repository root; see docs/slurm.md):
 #
 #   sbatch --nodes=3 --gres=gpu:8 scripts/slurm_batch.py -i inventory/<site> --spec sft [-e KEY=VALUE ...]
 #
