@@ -1,19 +1,37 @@
-"""Unit tests for lab/lab.py: pure logic only, no real namespaces.
+"""Unit tests for lab/lab.py and its parts (lab/lab_*.py): pure logic only, no real namespaces.
 
 System boundaries (/proc, ip, ssh, geteuid) are faked with monkeypatch.
 """
 
 import json
 import os
+import shutil
+import signal
 from pathlib import Path
 
+import lab_facts
+import lab_files
+import lab_host
+import lab_net
+import lab_ssh
 import pytest
 
 import lab
 
+# lab/lab.py and its parts; each binds the names it uses, so a fake replaces a name in all of them.
+LAB_MODULES = (lab, lab_facts, lab_files, lab_net, lab_host, lab_ssh)
+
+
+def patch(monkeypatch, name, value):
+    """Fake `name` wherever a part of the lab binds it."""
+    bound = [module for module in LAB_MODULES if name in vars(module)]
+    assert bound, f"no part of the lab has {name}"
+    for module in bound:
+        monkeypatch.setattr(module, name, value)
+
 
 def probe(ours=False, ns=False, in_ns=False, veth=False):
-    return lab.Probe(proc_ours=ours, netns_exists=ns, proc_in_netns=in_ns, veth_exists=veth)
+    return lab_host.Probe(proc_ours=ours, netns_exists=ns, proc_in_netns=in_ns, veth_exists=veth)
 
 
 RUNNING = probe(True, True, True, True)
@@ -23,7 +41,7 @@ RUNNING = probe(True, True, True, True)
 
 
 def test_plan_hosts_default_lab():
-    hosts = lab.plan_hosts(2)
+    hosts = lab_facts.plan_hosts(2)
     assert [(h.name, h.ip, h.netns, h.veth, h.role) for h in hosts] == [
         ("lab-head", "198.18.0.10", "rvlab-lab-head", "rvl0", "head"),
         ("lab-worker1", "198.18.0.11", "rvlab-lab-worker1", "rvl1", "worker"),
@@ -33,37 +51,37 @@ def test_plan_hosts_default_lab():
 
 
 def test_plan_hosts_head_only():
-    assert [h.name for h in lab.plan_hosts(0)] == ["lab-head"]
+    assert [h.name for h in lab_facts.plan_hosts(0)] == ["lab-head"]
 
 
-@pytest.mark.parametrize("workers", [-1, lab.MAX_WORKERS + 1])
+@pytest.mark.parametrize("workers", [-1, lab_facts.MAX_WORKERS + 1])
 def test_plan_hosts_rejects_out_of_range(workers):
-    with pytest.raises(lab.LabError, match="--workers"):
-        lab.plan_hosts(workers)
+    with pytest.raises(lab_facts.LabError, match="--workers"):
+        lab_facts.plan_hosts(workers)
 
 
 def test_largest_lab_stays_inside_subnet_with_short_unique_names():
-    hosts = lab.plan_hosts(lab.MAX_WORKERS)
+    hosts = lab_facts.plan_hosts(lab_facts.MAX_WORKERS)
     assert hosts[-1].ip == "198.18.0.254"
     assert all(len(h.veth) <= 15 for h in hosts)
     for attr in ("name", "ip", "netns", "veth"):
         assert len({getattr(h, attr) for h in hosts}) == len(hosts)
-    macs = {lab.host_mac(i) for i in range(len(hosts))}
+    macs = {lab_facts.host_mac(i) for i in range(len(hosts))}
     assert len(macs) == len(hosts)
-    assert lab.BRIDGE_MAC not in macs
+    assert lab_facts.BRIDGE_MAC not in macs
     # Locally administered unicast: second-lowest bit of the first octet set, lowest clear.
-    assert int(lab.BRIDGE_MAC.split(":")[0], 16) & 0b11 == 0b10
+    assert int(lab_facts.BRIDGE_MAC.split(":")[0], 16) & 0b11 == 0b10
 
 
 @pytest.mark.parametrize(("name", "index"), [("lab-head", 0), ("lab-worker1", 1), ("lab-worker17", 17)])
 def test_host_index_inverts_naming(name, index):
-    assert lab.host_index(name) == index
-    assert lab.make_host(index).name == name
+    assert lab_facts.host_index(name) == index
+    assert lab_facts.make_host(index).name == name
 
 
 @pytest.mark.parametrize("name", ["lab-worker0", "lab-worker01", "lab-workerX", "head", "lab-worker999", ""])
 def test_host_index_rejects_foreign_names(name):
-    assert lab.host_index(name) is None
+    assert lab_facts.host_index(name) is None
 
 
 # ------------------------------------------------------------ rendering
@@ -93,19 +111,19 @@ all:
     lab_repo_root: /srv/repo
 """
     # Order of the input must not matter.
-    assert lab.render_inventory(reversed(lab.plan_hosts(2)), root) == expected
+    assert lab_files.render_inventory(reversed(lab_facts.plan_hosts(2)), root) == expected
 
 
 def test_render_inventory_is_valid_yaml_without_workers():
     yaml = pytest.importorskip("yaml")
-    doc = yaml.safe_load(lab.render_inventory(lab.plan_hosts(0), Path("/r")))
+    doc = yaml.safe_load(lab_files.render_inventory(lab_facts.plan_hosts(0), Path("/r")))
     assert doc["all"]["children"]["ray_head"]["hosts"] == {"lab-head": {"ansible_host": "198.18.0.10"}}
     assert doc["all"]["children"]["ray_workers"] == {}
 
 
 def test_render_sshd_config_has_required_settings(tmp_path):
-    host = lab.make_host(1)
-    text = lab.render_sshd_config(host, tmp_path / "h", tmp_path / "ak")
+    host = lab_facts.make_host(1)
+    text = lab_host.render_sshd_config(host, tmp_path / "h", tmp_path / "ak")
     settings = dict(line.split(" ", 1) for line in text.splitlines() if line and not line.startswith("#"))
     assert settings == {
         "ListenAddress": "198.18.0.11",
@@ -126,20 +144,20 @@ def test_render_sshd_config_has_required_settings(tmp_path):
 
 
 def test_namespace_script_and_argv(tmp_path):
-    host = lab.make_host(2)
+    host = lab_facts.make_host(2)
     cfg = tmp_path / "dir with space" / "sshd_config"
-    script = lab.namespace_script(host, cfg, tmp_path / "sshd.log")
+    script = lab_host.namespace_script(host, cfg, tmp_path / "sshd.log")
     for needle in ("hostname lab-worker2", " /tmp", " /run;", " /dev/shm", "mkdir -p -m 0755 /run/sshd"):
         assert needle in script
     assert script.endswith(f"exec /usr/sbin/sshd -D -f '{cfg}' -E {tmp_path / 'sshd.log'}")
-    argv = lab.host_argv(host, script)
+    argv = lab_host.host_argv(host, script)
     assert argv[:5] == ["ip", "netns", "exec", "rvlab-lab-worker2", "unshare"]
     assert {"--pid", "--fork", "--mount-proc", "--mount", "--uts", "--kill-child"} <= set(argv)
     assert argv[-3:] == ["sh", "-c", script]
 
 
 def test_ssh_argv_targets_lab_ip_with_lab_key():
-    argv = lab.ssh_argv(Path("/k"), "198.18.0.10", ["echo", "hi"])
+    argv = lab_ssh.ssh_argv(Path("/k"), "198.18.0.10", ["echo", "hi"])
     assert argv[0] == "ssh"
     assert argv[argv.index("-i") + 1] == "/k"
     assert "StrictHostKeyChecking=no" in argv and "BatchMode=yes" in argv
@@ -148,7 +166,7 @@ def test_ssh_argv_targets_lab_ip_with_lab_key():
 
 def test_control_paths_match_ansible_default(tmp_path):
     ssh_plugin = pytest.importorskip("ansible.plugins.connection.ssh")
-    paths = lab.control_paths("198.18.0.11", tmp_path)
+    paths = lab_ssh.control_paths("198.18.0.11", tmp_path)
     assert str(tmp_path / "%C") in paths
     # ansible_port is unset in the lab inventory, so Ansible hashes port None.
     ansible_path = ssh_plugin.Connection._create_control_path("198.18.0.11", None, "root")
@@ -159,48 +177,48 @@ def test_control_paths_match_ansible_default(tmp_path):
 
 
 def test_state_round_trip():
-    hosts = lab.plan_hosts(2)
+    hosts = lab_facts.plan_hosts(2)
     hosts[0].pid, hosts[0].pid_start = 1234, 98765
-    text = lab.state_to_json(hosts)
+    text = lab_files.state_to_json(hosts)
     doc = json.loads(text)
     assert doc["version"] == 1
     assert set(doc["hosts"][0]) >= {"name", "ip", "netns", "veth", "pid", "role"}
-    back = lab.state_from_json(text)
+    back = lab_files.state_from_json(text)
     assert list(back) == ["lab-head", "lab-worker1", "lab-worker2"]
     assert list(back.values()) == hosts
 
 
 def test_state_ignores_unknown_fields():
-    doc = json.loads(lab.state_to_json(lab.plan_hosts(0)))
+    doc = json.loads(lab_files.state_to_json(lab_facts.plan_hosts(0)))
     doc["hosts"][0]["future_field"] = 1
-    assert lab.state_from_json(json.dumps(doc))["lab-head"].ip == "198.18.0.10"
+    assert lab_files.state_from_json(json.dumps(doc))["lab-head"].ip == "198.18.0.10"
 
 
 @pytest.mark.parametrize("text", ["{garbage", "[]", '{"version": 99, "hosts": []}', '{"version": 1}',
                                   '{"version": 1, "hosts": [{"name": "x"}]}'])
 def test_corrupt_state_raises_lab_error(text):
-    with pytest.raises(lab.LabError, match="corrupt state file"):
-        lab.state_from_json(text)
+    with pytest.raises(lab_facts.LabError, match="corrupt state file"):
+        lab_files.state_from_json(text)
 
 
 def test_load_state_tolerates_corruption_only_when_asked(tmp_path, monkeypatch, capsys):
     state = tmp_path / "lab.json"
-    monkeypatch.setattr(lab, "STATE_FILE", state)
-    assert lab.load_state(strict=True) == {}  # missing file = empty lab
+    patch(monkeypatch, "STATE_FILE", state)
+    assert lab_files.load_state(strict=True) == {}  # missing file = empty lab
     state.write_text("{garbage")
-    with pytest.raises(lab.LabError, match="lab.py down"):
-        lab.load_state(strict=True)
-    assert lab.load_state(strict=False) == {}
+    with pytest.raises(lab_facts.LabError, match="lab.py down"):
+        lab_files.load_state(strict=True)
+    assert lab_files.load_state(strict=False) == {}
     assert "ignoring it" in capsys.readouterr().err
 
 
 def test_write_if_changed_keeps_mtime_when_unchanged(tmp_path):
     f = tmp_path / "x"
-    lab.write_if_changed(f, "a\n")
+    lab_files.write_if_changed(f, "a\n")
     os.utime(f, (1, 1))
-    lab.write_if_changed(f, "a\n")
+    lab_files.write_if_changed(f, "a\n")
     assert f.stat().st_mtime == 1
-    lab.write_if_changed(f, "b\n")
+    lab_files.write_if_changed(f, "b\n")
     assert f.read_text() == "b\n"
     assert not list(tmp_path.glob(".*.tmp"))
 
@@ -221,19 +239,19 @@ def test_write_if_changed_keeps_mtime_when_unchanged(tmp_path):
     ],
 )
 def test_classify(observed, expected):
-    assert lab.classify(observed) == expected
+    assert lab_host.classify(observed) == expected
 
 
 def _recorded(workers, pid=100):
-    hosts = lab.plan_hosts(workers)
+    hosts = lab_facts.plan_hosts(workers)
     for i, h in enumerate(hosts):
         h.pid, h.pid_start = pid + i, 5000 + i
     return {h.name: h for h in hosts}
 
 
 def test_plan_up_fresh_lab_creates_everything():
-    wanted = lab.plan_hosts(2)
-    actions = lab.plan_up(wanted, {}, {h.name: "absent" for h in wanted})
+    wanted = lab_facts.plan_hosts(2)
+    actions = lab_host.plan_up(wanted, {}, {h.name: "absent" for h in wanted})
     assert [(a, h.name) for a, h in actions] == [
         ("create", "lab-head"), ("create", "lab-worker1"), ("create", "lab-worker2"),
     ]
@@ -241,14 +259,14 @@ def test_plan_up_fresh_lab_creates_everything():
 
 def test_plan_up_second_run_is_a_no_op():
     recorded = _recorded(2)
-    actions = lab.plan_up(lab.plan_hosts(2), recorded, dict.fromkeys(recorded, "running"))
+    actions = lab_host.plan_up(lab_facts.plan_hosts(2), recorded, dict.fromkeys(recorded, "running"))
     assert [a for a, _ in actions] == ["keep"] * 3
     assert [h.pid for _, h in actions] == [100, 101, 102]  # the recorded entries, with PIDs
 
 
 def test_plan_up_shrinks_by_removing_extra_workers_first():
     recorded = _recorded(4)
-    actions = lab.plan_up(lab.plan_hosts(1), recorded, dict.fromkeys(recorded, "running"))
+    actions = lab_host.plan_up(lab_facts.plan_hosts(1), recorded, dict.fromkeys(recorded, "running"))
     assert [(a, h.name) for a, h in actions] == [
         ("remove", "lab-worker2"), ("remove", "lab-worker3"), ("remove", "lab-worker4"),
         ("keep", "lab-head"), ("keep", "lab-worker1"),
@@ -259,7 +277,7 @@ def test_plan_up_shrinks_by_removing_extra_workers_first():
 def test_plan_up_grows_and_recreates_stale_hosts():
     recorded = _recorded(1)
     conditions = {"lab-head": "running", "lab-worker1": "stale", "lab-worker2": "absent"}
-    actions = lab.plan_up(lab.plan_hosts(2), recorded, conditions)
+    actions = lab_host.plan_up(lab_facts.plan_hosts(2), recorded, conditions)
     assert [(a, h.name) for a, h in actions] == [
         ("keep", "lab-head"), ("recreate", "lab-worker1"), ("create", "lab-worker2"),
     ]
@@ -268,8 +286,8 @@ def test_plan_up_grows_and_recreates_stale_hosts():
 
 def test_plan_up_stale_leftovers_without_record_are_recreated():
     # e.g. .lab/lab.json deleted while namespaces still exist
-    wanted = lab.plan_hosts(0)
-    actions = lab.plan_up(wanted, {}, {"lab-head": "stale"})
+    wanted = lab_facts.plan_hosts(0)
+    actions = lab_host.plan_up(wanted, {}, {"lab-head": "stale"})
     assert actions == [("recreate", wanted[0])]
     assert actions[0][1].pid is None  # nothing recorded, so nothing will be signalled
 
@@ -279,7 +297,7 @@ def test_plan_up_stale_leftovers_without_record_are_recreated():
 
 def test_parse_proc_stat_handles_odd_comm():
     fields = " ".join(str(i) for i in range(4, 30))
-    state, start = lab.parse_proc_stat(f"4242 (we) ird (name) S {fields}")
+    state, start = lab_host.parse_proc_stat(f"4242 (we) ird (name) S {fields}")
     assert state == "S"
     assert start == 22  # field 22 of proc(5)
 
@@ -296,25 +314,25 @@ def test_parse_proc_stat_handles_odd_comm():
     ],
 )
 def test_pid_is_ours(monkeypatch, stat, pid, start, ours):
-    monkeypatch.setattr(lab, "proc_stat", lambda _pid: stat)
-    assert lab.pid_is_ours(pid, start) is ours
+    patch(monkeypatch, "proc_stat", lambda _pid: stat)
+    assert lab_host.pid_is_ours(pid, start) is ours
 
 
 def test_stop_host_never_signals_unverified_pid(monkeypatch):
-    host = lab.make_host(1)
+    host = lab_facts.make_host(1)
     host.pid, host.pid_start = 4242, 7
     killed = []
-    monkeypatch.setattr(lab, "proc_stat", lambda _pid: ("S", 8))  # start time differs
-    monkeypatch.setattr(lab.os, "kill", lambda *a: killed.append(a))
-    monkeypatch.setattr(lab, "netns_pids", lambda _ns: [])
-    monkeypatch.setattr(lab, "netns_exists", lambda _ns: False)
-    monkeypatch.setattr(lab, "link_exists", lambda _l: False)
-    lab.stop_host(host)
+    patch(monkeypatch, "proc_stat", lambda _pid: ("S", 8))  # start time differs
+    monkeypatch.setattr(os, "kill", lambda *a: killed.append(a))
+    patch(monkeypatch, "netns_pids", lambda _ns: [])
+    patch(monkeypatch, "netns_exists", lambda _ns: False)
+    patch(monkeypatch, "link_exists", lambda _l: False)
+    lab_host.stop_host(host)
     assert killed == []
 
 
 def test_stop_host_sigkills_verified_unshare_then_removes_netns(monkeypatch):
-    host = lab.make_host(1)
+    host = lab_facts.make_host(1)
     host.pid, host.pid_start = 4242, 7
     alive = {"p": True}
     calls = []
@@ -323,14 +341,14 @@ def test_stop_host_sigkills_verified_unshare_then_removes_netns(monkeypatch):
         calls.append(("kill", pid, sig))
         alive["p"] = False
 
-    monkeypatch.setattr(lab, "proc_stat", lambda _pid: ("S", 7) if alive["p"] else ("Z", 7))
-    monkeypatch.setattr(lab.os, "kill", fake_kill)
-    monkeypatch.setattr(lab, "netns_pids", lambda _ns: [])
-    monkeypatch.setattr(lab, "netns_exists", lambda _ns: True)
-    monkeypatch.setattr(lab, "link_exists", lambda _l: False)
-    monkeypatch.setattr(lab, "run", lambda argv, *a, **k: calls.append(tuple(argv)))
-    lab.stop_host(host)
-    assert calls == [("kill", 4242, lab.signal.SIGKILL), ("ip", "netns", "delete", "rvlab-lab-worker1")]
+    patch(monkeypatch, "proc_stat", lambda _pid: ("S", 7) if alive["p"] else ("Z", 7))
+    monkeypatch.setattr(os, "kill", fake_kill)
+    patch(monkeypatch, "netns_pids", lambda _ns: [])
+    patch(monkeypatch, "netns_exists", lambda _ns: True)
+    patch(monkeypatch, "link_exists", lambda _l: False)
+    patch(monkeypatch, "run", lambda argv, *a, **k: calls.append(tuple(argv)))
+    lab_host.stop_host(host)
+    assert calls == [("kill", 4242, signal.SIGKILL), ("ip", "netns", "delete", "rvlab-lab-worker1")]
 
 
 def test_mounts_under_decodes_escapes():
@@ -346,7 +364,7 @@ def test_mounts_under_decodes_escapes():
 
 
 def test_not_root_fails_with_one_line(monkeypatch, capsys):
-    monkeypatch.setattr(lab.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
     for argv in (["up"], ["down"], ["status"], ["ssh", "lab-head", "--", "true"]):
         assert lab.main(argv) == 1
         err = capsys.readouterr().err
@@ -354,9 +372,9 @@ def test_not_root_fails_with_one_line(monkeypatch, capsys):
 
 
 def test_missing_tools_fail_with_one_line(monkeypatch, capsys):
-    monkeypatch.setattr(lab.os, "geteuid", lambda: 0)
-    monkeypatch.setattr(lab.shutil, "which", lambda tool, path=None: None if tool == "unshare" else "/bin/x")
-    monkeypatch.setattr(lab.os, "access", lambda *_a: False)  # no /usr/sbin/sshd
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(shutil, "which", lambda tool, path=None: None if tool == "unshare" else "/bin/x")
+    monkeypatch.setattr(os, "access", lambda *_a: False)  # no /usr/sbin/sshd
     assert lab.main(["up"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1
@@ -364,18 +382,18 @@ def test_missing_tools_fail_with_one_line(monkeypatch, capsys):
 
 
 def test_ssh_execs_ssh_with_lab_key_and_strips_separator(monkeypatch, tmp_path):
-    monkeypatch.setattr(lab.os, "geteuid", lambda: 0)
-    monkeypatch.setattr(lab, "require_tools", lambda *_t: None)
-    monkeypatch.setattr(lab, "LAB_DIR", tmp_path)
-    monkeypatch.setattr(lab, "STATE_FILE", tmp_path / "lab.json")
-    (tmp_path / "lab.json").write_text(lab.state_to_json(lab.plan_hosts(1)))
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    patch(monkeypatch, "require_tools", lambda *_t: None)
+    patch(monkeypatch, "LAB_DIR", tmp_path)
+    patch(monkeypatch, "STATE_FILE", tmp_path / "lab.json")
+    (tmp_path / "lab.json").write_text(lab_files.state_to_json(lab_facts.plan_hosts(1)))
     seen = []
 
     def fake_exec(prog, argv):
         seen.append(argv)
         raise SystemExit(7)  # stands in for ssh's exit code
 
-    monkeypatch.setattr(lab.os, "execvp", fake_exec)
+    monkeypatch.setattr(os, "execvp", fake_exec)
     with pytest.raises(SystemExit, match="7"):
         lab.main(["ssh", "198.18.0.11", "--", "ps", "-e"])
     assert seen[0][-3:] == ["root@198.18.0.11", "ps", "-e"]
@@ -384,27 +402,27 @@ def test_ssh_execs_ssh_with_lab_key_and_strips_separator(monkeypatch, tmp_path):
 
 
 def test_down_with_nothing_present_is_a_quiet_success(monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr(lab.os, "geteuid", lambda: 0)
-    monkeypatch.setattr(lab, "require_tools", lambda *_t: None)
-    monkeypatch.setattr(lab, "LAB_DIR", tmp_path / ".lab")
-    monkeypatch.setattr(lab, "INVENTORY_FILE", tmp_path / "hosts.yml")
-    monkeypatch.setattr(lab, "list_lab_netns", list)
-    monkeypatch.setattr(lab, "list_lab_links", list)
-    monkeypatch.setattr(lab, "link_exists", lambda _l: False)
-    monkeypatch.setattr(lab, "ANSIBLE_CP_DIR", tmp_path / "no-cp")
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    patch(monkeypatch, "require_tools", lambda *_t: None)
+    patch(monkeypatch, "LAB_DIR", tmp_path / ".lab")
+    patch(monkeypatch, "INVENTORY_FILE", tmp_path / "hosts.yml")
+    patch(monkeypatch, "list_lab_netns", list)
+    patch(monkeypatch, "list_lab_links", list)
+    patch(monkeypatch, "link_exists", lambda _l: False)
+    patch(monkeypatch, "ANSIBLE_CP_DIR", tmp_path / "no-cp")
 
     def no_run(*_a, **_k):
         raise AssertionError("nothing to run")
 
-    monkeypatch.setattr(lab, "run", no_run)
+    patch(monkeypatch, "run", no_run)
     assert lab.main(["down"]) == 0
     assert "already down" in capsys.readouterr().out
 
 
 def test_repo_under_a_private_mount_is_bound_back(tmp_path):
-    host = lab.Host(name="lab-head", ip="198.18.0.10", netns="rvlab-lab-head", veth="rvl0", role="head")
-    inside = lab.namespace_script(host, tmp_path / "c", tmp_path / "l", repo_root=lab.Path("/tmp/ci/repo"))
+    host = lab_facts.Host(name="lab-head", ip="198.18.0.10", netns="rvlab-lab-head", veth="rvl0", role="head")
+    inside = lab_host.namespace_script(host, tmp_path / "c", tmp_path / "l", repo_root=Path("/tmp/ci/repo"))
     assert "exec 3</tmp/ci/repo" in inside and "mount --no-canonicalize --bind /proc/self/fd/3 /tmp/ci/repo" in inside
     assert inside.index("lab-tmp /tmp") < inside.index("--bind /proc/self/fd/3")
-    outside = lab.namespace_script(host, tmp_path / "c", tmp_path / "l", repo_root=lab.Path("/work/repo"))
+    outside = lab_host.namespace_script(host, tmp_path / "c", tmp_path / "l", repo_root=Path("/work/repo"))
     assert "fd/3" not in outside and "lab-tmp /tmp" in outside
