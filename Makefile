@@ -33,7 +33,7 @@ unit: venv
 # The verl CPU plugin's tests need torch and verl: they run in the nodes' venv (the main one skips them).
 # That venv has no Ansible, so the Ansible-side conftest is left out.
 unit-verl: lab-venv
-	$(LAB_VENV)/bin/python -m pytest -q -p no:cacheprovider --noconftest tests/unit/test_verl_cpu.py
+	$(LAB_VENV)/bin/python -m pytest -q -p no:cacheprovider --noconftest tests/unit/lab/test_verl_cpu.py
 
 integration: venv system-deps
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/pytest -q -x -p no:cacheprovider tests/integration

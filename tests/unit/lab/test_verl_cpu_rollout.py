@@ -15,7 +15,9 @@ import types
 import pytest
 import tiny_reward
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from plugin_utils import PROJECT_ROOT
+
+ROOT = PROJECT_ROOT
 
 PACKAGE = "verl_cpu_rollout_under_test"
 

@@ -9,7 +9,9 @@ import pytest
 import shared_files
 from ansible.module_utils.testing import patch_module_args
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from plugin_utils import PROJECT_ROOT
+
+ROOT = PROJECT_ROOT
 _spec = importlib.util.spec_from_file_location("code_tree", os.path.join(ROOT, "lookup_plugins", "code_tree.py"))
 code_tree = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(code_tree)

@@ -5,7 +5,9 @@ import os
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from plugin_utils import PROJECT_ROOT
+
+ROOT = PROJECT_ROOT
 _spec = importlib.util.spec_from_file_location(
     "action_ray_cluster_info", os.path.join(ROOT, "action_plugins", "ray_cluster_info.py"))
 action = importlib.util.module_from_spec(_spec)

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from plugin_utils import PROJECT_ROOT
 from plugin_utils import regression_run as run
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = PROJECT_ROOT
 
 
 # retention

@@ -9,9 +9,10 @@ import pytest
 import regression as runner
 import yaml
 
+from plugin_utils import PROJECT_ROOT
 from plugin_utils.jobspec_input import SuiteError, load_suite
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = PROJECT_ROOT
 
 
 def write(tmp_path, name, text):

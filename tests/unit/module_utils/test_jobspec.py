@@ -12,9 +12,9 @@ import pytest
 from ansible.module_utils import jobspec, jobspec_fields, jobspec_render, redaction
 from ansible.module_utils.jobspec import JobSpecError, resolve
 
-from plugin_utils import jobspec_input, jobspec_schema, schemas
+from plugin_utils import PROJECT_ROOT, jobspec_input, jobspec_schema, schemas
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = PROJECT_ROOT
 RC = {"address": "10.0.0.1:6379", "dashboard_url": "http://10.0.0.1:8265"}
 NOW = datetime.datetime(2025, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc)  # noqa: UP017
 SMOKE = {"workload": "smoke"}

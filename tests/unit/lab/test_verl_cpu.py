@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 for path in (os.path.join(ROOT, "lab"), os.path.join(ROOT, "lab", "assets")):
     if path not in sys.path:
         sys.path.insert(0, path)

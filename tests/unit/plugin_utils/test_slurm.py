@@ -12,9 +12,9 @@ import lab_slurm
 import pytest
 import slurm_batch
 
-from plugin_utils import slurm
+from plugin_utils import PROJECT_ROOT, slurm
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = PROJECT_ROOT
 DATA = os.path.join(ROOT, "tests", "unit", "data", "slurm")
 
 JOB = "59544061"

@@ -8,7 +8,9 @@ import sys
 
 import yaml
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from plugin_utils import PROJECT_ROOT
+
+ROOT = PROJECT_ROOT
 PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
 
 

@@ -10,7 +10,9 @@ from ansible.module_utils import conventions
 from cluster_filters import ray_expected_workers, ray_status_summary
 from conventions_filters import ray_verl_checked_id, ray_verl_paths
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from plugin_utils import PROJECT_ROOT
+
+ROOT = PROJECT_ROOT
 
 
 def test_expected_workers_skip_hosts_that_failed_earlier():

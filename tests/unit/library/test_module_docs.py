@@ -24,7 +24,9 @@ from ansible.module_utils.common.parameters import DEFAULT_TYPE_VALIDATORS
 from ansible.plugins.loader import fragment_loader
 from ansible.utils.plugin_docs import get_docstring
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from plugin_utils import PROJECT_ROOT
+
+ROOT = PROJECT_ROOT
 MODULES = sorted(f[:-3] for f in os.listdir(os.path.join(ROOT, "library")) if f.endswith(".py"))
 
 # Documented options the action plugin of the same name handles on the control host and never passes
