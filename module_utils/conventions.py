@@ -25,8 +25,10 @@ SHARED_ROOT_MARK = ".shared-root-id"
 # Why a stop was asked for, as the record's reason says: a person, or a Slurm allocation about to end
 # (scripts/slurm_batch.py). Neither is retried.
 STOP_REASONS = ("STOPPED_BY_USER", "SLURM_ALLOCATION_ENDING")
-# Every reason ray_job gives a job it stopped: the above and its own timeouts (pending_s, max_run_s).
-OWN_STOP_REASONS = ("PENDING_TIMEOUT", "DEADLINE_EXCEEDED", *STOP_REASONS)
+# The reasons ray_job stops a job for its own timeouts (pending_s, max_run_s): such a job FAILED.
+TIMEOUT_REASONS = ("PENDING_TIMEOUT", "DEADLINE_EXCEEDED")
+# Every reason ray_job gives a job it stopped: its timeouts and the above.
+OWN_STOP_REASONS = (*TIMEOUT_REASONS, *STOP_REASONS)
 # The reason a stop gives when nobody names one (job.yml -e do=stop).
 DEFAULT_STOP_REASON = STOP_REASONS[0]
 # Seconds a job may wait for resources when its spec does not say (JobSpec timeouts.pending_s).

@@ -32,8 +32,6 @@ TERMINAL = ("STOPPED", "SUCCEEDED", "FAILED")
 # States that appear in results and reports only, never in a status.json.
 NEW = "NEW"  # check mode: the job would be submitted
 MISSING = "MISSING"  # a regression entry whose job left no record
-# Reasons ray_job gives that make a stopped job FAILED: the job did not do what was asked in time.
-TIMEOUT_REASONS = ("PENDING_TIMEOUT", "DEADLINE_EXCEEDED")
 
 
 class RecordError(ValueError):
@@ -232,7 +230,7 @@ class JobStatus:
 
 def final_state(ray_status, reason):
     """The state we record for a job that ended: one we stopped for a timeout failed, whatever Ray calls it."""
-    return "FAILED" if reason in TIMEOUT_REASONS else ray_status
+    return "FAILED" if reason in conventions.TIMEOUT_REASONS else ray_status
 
 
 def _schema(field):

@@ -1,5 +1,6 @@
 """module_utils/jobs/status.py: the typed model of status.json, its merge rules, and the published JSON Schema."""
 
+import dataclasses
 import json
 import os
 
@@ -45,6 +46,10 @@ def test_an_error_never_quotes_the_value():
     with pytest.raises(RecordError) as exc:
         JobStatus.from_dict({"submission_id": "a-1", "state": "RUNNING", "message": {"token": SECRET}})
     assert SECRET not in str(exc.value)
+
+
+def test_the_field_table_and_the_class_name_the_same_fields():
+    assert [f.name for f in dataclasses.fields(JobStatus) if f.name != "extra"] == [f.name for f in FIELDS]
 
 
 def test_states_say_which_are_terminal():
