@@ -145,7 +145,11 @@ def main():
             status = jr.status_of(p["shared_root"], sid)
             if status is not None:
                 status.attempts = attempts
-        if (status is None or status.rebuilt == jr.LOST) and entry["name"] in p["errors"]:
+        if status is not None and not os.path.lexists(files["status"]):
+            status = None  # a directory without status.json: the entry's job left no record of its own
+        if status is not None and status.rebuilt and not status.message:
+            status.message = status.rebuilt  # an untrusted record says why it is UNKNOWN
+        if status is None and entry["name"] in p["errors"]:
             status = JobStatus(sid, state="FAILED", reason="NOT_SUBMITTED", message=str(p["errors"][entry["name"]]))
         try:
             with open(files["driver_log"], encoding="utf-8", errors="replace") as handle:

@@ -31,6 +31,8 @@ def resume_point(spec, config):
     if resumed is None:
         raise Failed(f"jobspec field 'resume_from': no job record at "
                      f"{conventions.job_dir(config.shared_root, spec.resume_from)}")
+    if resumed.rebuilt:
+        raise Failed(f"jobspec field 'resume_from': {spec.resume_from}'s record cannot be trusted ({resumed.rebuilt})")
     if not resumed.final:
         raise Failed(f"jobspec field 'resume_from': {spec.resume_from} has not ended ({resumed.state}): stop it first")
     root, linked = chain(config, spec.resume_from)
@@ -74,6 +76,8 @@ def attempt_action(module, job):
             state = newest.state if newest is not None else None
             raise Failed(f"{job.sid}: its attempt {linked[-1]} is {state}: follow that one "
                          f"(job.yml -e id={linked[-1]} -e do=wait)", **job.result(status, ""), **plan)
+    elif status.rebuilt and not status.final:
+        raise Failed(f"{job.sid}: nothing to resume, its {status.rebuilt}", **job.result(status, ""), **plan)
     elif not status.final or status.state == "SUCCEEDED":
         why = "it succeeded" if status.state == "SUCCEEDED" else "it has not ended (stop it first)"
         raise Failed(f"{job.sid}: {status.state}: nothing to resume, {why}", **job.result(status, ""), **plan)

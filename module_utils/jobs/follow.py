@@ -75,9 +75,13 @@ def follow(module, job):
                              **job.result(status, f"{job.sid}: unknown to Ray"))
             status = reconcile.forgotten(job, status)
             return job.result(status, evidence.final_line(job, status))
-        reason = overdue(jc.summary(info), status, now_ms())
+        summary = jc.summary(info)
+        reason = overdue(summary, status, now_ms())
         if reason:
             info = stop_for(job, status, reason)
+            if info is None:  # Ray forgot the job while it stopped (its head restarted): the next poll says so
+                break
+            summary = jc.summary(info)
         if jc.is_terminal(info) or status.reason == "PENDING_TIMEOUT":
             status = evidence.finalize(job, info, status)
             return job.result(status, evidence.final_line(job, status))
@@ -85,7 +89,7 @@ def follow(module, job):
             break
         time.sleep(1)
     log = evidence.refresh_log(job)
-    status.state = jc.summary(info)["status"]
+    status.state = summary["status"]
     job.save_status(status)
     return job.result(status, evidence.progress_line(job, info, status, log))
 
@@ -98,8 +102,8 @@ def stop(module, job):
         info = stop_for(job, status, module.params["stop_reason"])
         if jc.is_terminal(info):
             status = evidence.finalize(job, info, status)
-        else:  # Ray has not stopped it yet: a later status or wait finalises the record
-            status.state = jc.summary(info)["status"] if info is not None else status.state
+        elif info is not None:  # Ray has not stopped it yet: a later status or wait finalises the record
+            status.state = jc.summary(info)["status"]
             job.save_status(status)
     # In check mode, say that a stop would change the job.
     return dict(job.result(status, f"{job.sid}: {'stopped' if running else 'not running'}"), changed=running)

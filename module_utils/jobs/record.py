@@ -19,8 +19,9 @@ from ansible.module_utils.jobs.status import JobStatus, Merge, RecordError
 LAYOUT = ("config", "logs", "checkpoints", "debug")
 LOCK_FILE = ".submit.lock"
 STATUS_LOCK_FILE = ".status.lock"  # held only while status.json is read, merged and written
-# Where a status.json that could not be trusted is kept before a rebuilt one replaces it.
-UNTRUSTED_SUFFIX = ".untrusted"
+# Where a status.json whose content could not be trusted is kept (status.json.untrusted-<ms>) before another
+# replaces it: each one is kept.
+UNTRUSTED_SUFFIX = ".untrusted-"
 # A rebuilt status's `rebuilt` when there was no status.json at all.
 LOST = "status.json is lost"
 
@@ -102,11 +103,11 @@ def record_lock(output_dir, timeout_s=120, name=LOCK_FILE):
 
 
 def write_text(path, text):
-    """Write via a temporary file and rename, so a crash never leaves half a file."""
+    """Write text (or bytes) via a temporary file and rename, so a crash never leaves half a file."""
     directory = os.path.dirname(path)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        with (os.fdopen(fd, "wb") if isinstance(text, bytes) else os.fdopen(fd, "w", encoding="utf-8")) as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
@@ -139,16 +140,25 @@ def now_ms():
     return int(time.time() * 1000)
 
 
+class UnreadableStatus(RecordError):
+    """status.json is there but the system would not read it (EIO, ESTALE, EACCES): nothing may replace it."""
+
+
 def read_status(path):
     """The JobStatus in a status.json; None when there is none; RecordError (one line naming the file) when its
-    content cannot be trusted (not JSON, not an object, a field of the wrong type)."""
+    content cannot be trusted (not UTF-8, not JSON, not an object, a field of the wrong type); UnreadableStatus
+    when the file cannot be read at all."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
+        with open(path, "rb") as handle:
+            raw = handle.read()
     except FileNotFoundError:
         return None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RecordError(f"{path}: cannot be read ({type(exc).__name__})") from None
+    except OSError as exc:
+        raise UnreadableStatus(f"{path}: cannot be read ({exc.strerror or type(exc).__name__})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise RecordError(f"{path}: is not UTF-8 text") from None
     try:
         data = json.loads(text)
     except ValueError:
@@ -230,10 +240,16 @@ class Record:
 
         Several runs write one record (a wait whose controller was interrupted goes on polling on the head while a
         stop gives its reason), so what was recorded meanwhile is merged first (JobStatus.merge). A status.json
-        that could not be trusted is kept beside it (status.json.untrusted) before this one replaces it."""
+        whose content could not be trusted is copied aside (status.json.untrusted-<ms>) before this one replaces it
+        atomically, so the record always has a status.json; one that cannot be read at all is never replaced
+        (UnreadableStatus: fail closed). A status that is not a valid JobStatus itself is never written."""
+        JobStatus.from_dict(status.to_dict(), where=f"{self.path['status']} (as this run would write it)")
+
         def recorded():
             try:
                 return self.read_status()
+            except UnreadableStatus:
+                raise
             except RecordError:
                 return None
 
@@ -249,13 +265,21 @@ class Record:
                 self.write_text(path, text)
             if old is not None and status.same_as(old):
                 return outcome
-            if old is None and os.path.exists(self.path["status"]):
-                keep = self.path["status"] + UNTRUSTED_SUFFIX
-                if not os.path.lexists(keep):
-                    os.replace(self.path["status"], keep)
+            if old is None and os.path.lexists(self.path["status"]):
+                self.keep_untrusted()
             status.updated_at = now_ms()
             self.write_json(self.path["status"], status.to_dict())
         return outcome
+
+    def keep_untrusted(self):
+        """Copy the untrusted status.json aside (its bytes; a symlink is kept as a link, never followed)."""
+        keep = f"{self.path['status']}{UNTRUSTED_SUFFIX}{now_ms()}"
+        if os.path.islink(self.path["status"]):
+            os.symlink(os.readlink(self.path["status"]), keep)
+            return
+        fd = os.open(self.path["status"], os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(fd, "rb") as handle:
+            write_text(keep, handle.read())
 
     def request_stop(self, reason):
         """Leave a stop's reason in the record before Ray is asked; best effort, a stop never waits on it."""

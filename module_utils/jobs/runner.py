@@ -8,6 +8,7 @@ from ansible.module_utils import ray_cluster as rc
 from ansible.module_utils.jobs import attempts, follow, options, reconcile, submit
 from ansible.module_utils.jobs.job import Failed, Job
 from ansible.module_utils.jobs.record import LockTimeout
+from ansible.module_utils.jobs.status import RecordError
 
 ACTIONS = {"wait": follow.follow, "stop": follow.stop, "status": follow.status_action, "logs": follow.logs_action,
            "attempt": attempts.attempt_action}
@@ -60,7 +61,7 @@ def main(module):
         result = run(module)
     except Failed as exc:
         module.fail_json(msg=str(exc), **exc.result)
-    except LockTimeout as exc:  # an OSError, but not the dashboard's
+    except (LockTimeout, RecordError) as exc:  # one line naming the record's file (a LockTimeout is an OSError)
         module.fail_json(msg=str(exc))
     except Exception as exc:  # noqa: BLE001 - Ray's client: one line naming the address or the token file
         module.fail_json(msg=connection_problem(exc, module.params))

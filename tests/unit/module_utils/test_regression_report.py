@@ -292,6 +292,25 @@ def test_a_failed_entry_names_its_diagnosis():
     assert rr._failure_text(entry) == "FAILED: exit code 1 [diagnosis: import_error: check code_id]"
 
 
+def test_an_entry_whose_record_was_once_rebuilt_keeps_its_own_state(tmp_path, capsys):
+    """A status.json that says it was rebuilt once is still the job's record: an error of the entry's submit
+    command does not make it NOT_SUBMITTED."""
+    import ray_regression_report
+    from ansible.module_utils.testing import patch_module_args
+
+    record = tmp_path / "jobs" / "run-e"
+    (record / "logs").mkdir(parents=True)
+    (record / "status.json").write_text(json.dumps({"submission_id": "run-e", "state": "SUCCEEDED", "final": True,
+                                                    "rebuilt": "status.json is lost"}))
+    args = {"run_id": "run", "suite": "s", "started_at": 1, "shared_root": str(tmp_path),
+            "entries": [{"name": "e", "spec": "sft"}], "errors": {"e": "the wait timed out"},
+            "_ansible_check_mode": True}
+    with patch_module_args(args), pytest.raises(SystemExit):
+        ray_regression_report.main()
+    out = json.loads(capsys.readouterr().out)
+    assert out["ok"] and out["failed_entries"] == []
+
+
 def test_a_retried_entry_is_judged_by_its_last_attempt(tmp_path, capsys):
     import ray_regression_report
     from ansible.module_utils.testing import patch_module_args

@@ -6,10 +6,24 @@ import os
 import pytest
 import ray_job
 from ansible.module_utils import conventions, jobspec_render
+from ansible.module_utils import ray_cluster as rc
 from ansible.module_utils.jobs import evidence, follow
 from ansible.module_utils.testing import patch_module_args
 from ray.job_submission import JobStatus
-from ray_job_harness import LOG, RECORD_FILES, SECRET, SID, files, make_spec, record, run, status_json, submit
+from ray_job_harness import (
+    HEAD,
+    LOG,
+    RECORD_FILES,
+    SECRET,
+    SID,
+    WORKER,
+    files,
+    make_spec,
+    record,
+    run,
+    status_json,
+    submit,
+)
 
 
 def test_check_mode_renders_and_creates_nothing(ray, ray_config, capsys):
@@ -198,6 +212,22 @@ def test_wait_stops_a_job_past_max_run_s(ray, ray_config, capsys):
     assert code == 0 and out["done"] is True and ray.stopped == [SID]
     status = status_json(ray_config)
     assert (status["state"], status["ray_status"], status["reason"]) == ("FAILED", "STOPPED", "DEADLINE_EXCEEDED")
+
+
+def test_a_job_ray_forgets_while_it_is_stopped_keeps_a_valid_record(ray, ray_config, capsys, monkeypatch):
+    """The head restarts while a deadline stop waits for Ray: the record keeps its state and reason (never a null
+    state, which would make it untrusted), and the next wait finalises it as a job the restarted head forgot."""
+    submit(capsys, ray_config)  # max_run_s 300
+    ray.set(SID, "RUNNING", driver_node_id="n-w1", start_time=int(ray.clock.now * 1000) - 301_000)
+    ray.stop_job = lambda sid: ray.jobs.pop(sid) and True
+    code, out = run(capsys, action="wait", submission_id=SID, ray_config=ray_config)
+    status = status_json(ray_config)
+    assert code == 0 and not out["done"] and (status["state"], status["reason"]) == ("RUNNING", "DEADLINE_EXCEEDED")
+    head = dict(HEAD, start_time_ms=int((ray.clock.now + 60) * 1000))
+    monkeypatch.setattr(rc, "list_nodes", lambda url: [head, WORKER])
+    ray.clock.now += 120
+    code, out = run(capsys, action="wait", submission_id=SID, ray_config=ray_config)
+    assert code == 0 and out["done"] and status_json(ray_config)["reason"] == "HEAD_RESTARTED"
 
 
 def test_logs_returns_the_redacted_tail(ray, ray_config, capsys, monkeypatch):

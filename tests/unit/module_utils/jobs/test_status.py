@@ -88,8 +88,34 @@ def test_an_untrusted_status_json_is_rebuilt_and_kept_beside_the_new_one(tmp_pat
     assert status.spec == "sft" and status.timeouts["pending_s"] == 600  # a bad value in the spec is not used
     status.state = "RUNNING"
     assert record.save_status(status) is Merge.WRITE
-    assert (out / "status.json.untrusted").read_text() == content
+    [kept] = out.glob("status.json.untrusted-*")
+    assert kept.read_text() == content
     assert record.status().state == "RUNNING" and record.status().rebuilt.startswith("status.json is untrusted")
+    # A second untrusted file is kept too, beside the first.
+    (out / "status.json").write_bytes(b"\xff second")
+    record.save_status(record.status())
+    assert sorted(p.read_bytes() for p in out.glob("status.json.untrusted-*")) == sorted([content.encode(), b"\xff second"])
+
+
+def test_a_status_json_that_cannot_be_read_is_never_replaced(tmp_path):
+    out = tmp_path / "x-1"
+    jr.create_exclusive(str(out))
+    (out / "status.json").mkdir()  # reading it fails with an OSError, as EIO or ESTALE would
+    record = jr.Record(str(out), "x-1")
+    assert record.status().state == "UNKNOWN"
+    with pytest.raises(jr.UnreadableStatus) as exc:
+        record.save_status(JobStatus("x-1", state="RUNNING"))
+    assert str(exc.value).startswith(f"{out / 'status.json'}: cannot be read") and (out / "status.json").is_dir()
+
+
+def test_a_status_that_is_not_valid_is_never_written(tmp_path):
+    out = tmp_path / "x-1"
+    jr.create_exclusive(str(out))
+    record = jr.Record(str(out), "x-1")
+    record.save_status(JobStatus("x-1", state="RUNNING"))
+    with pytest.raises(RecordError, match="field 'state'"):
+        record.save_status(JobStatus("x-1", state=None))
+    assert record.status().state == "RUNNING"
 
 
 def test_a_lost_status_json_is_rebuilt_without_a_submit_time(tmp_path):
