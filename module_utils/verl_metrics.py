@@ -108,8 +108,17 @@ def last_step_line(text, width=200):
 
 
 def step_losses(text):
-    """[(step, loss)] in step order: SFT's train/loss or PPO/GRPO's actor/pg_loss (SUMMARY_KEYS' loss)."""
-    return [(row["step"], row["loss"]) for row in parse_log(text) if "loss" in row]
+    """[(step, loss)] in the log's order: SFT's train/loss or PPO/GRPO's actor/pg_loss (SUMMARY_KEYS' loss).
+
+    Log order, not step order: the record's last step is the last one the trainer printed."""
+    found = []
+    for line in (text or "").splitlines():
+        parsed = parse_line(line)
+        if parsed:
+            loss = summarize(parsed[1]).get("loss")
+            if loss is not None:
+                found.append((parsed[0], loss))
+    return found
 
 
 def jsonl(rows):
