@@ -12,8 +12,10 @@ from conftest import DASHBOARD, IPS, RECORDS, TOKEN, new_id, nodes, playbook, ss
 
 pytestmark = pytest.mark.usefixtures("cluster_up")
 
-# save_freq 1: a checkpoint per step; enough steps that the node dies mid-run.
-SFT = ["-e", "spec=sft", "-e", "save_freq=1", "-e", "total_training_steps=12"]
+# save_freq 1: a checkpoint per step; enough steps that the node dies mid-run even where a step takes well under
+# a second (an idle AVX-512 machine ran 12 steps before the kill landed, and the retry resumed from the last one).
+STEPS = 30
+SFT = ["-e", "spec=sft", "-e", "save_freq=1", "-e", f"total_training_steps={STEPS}"]
 
 
 def status(sid):
@@ -30,14 +32,18 @@ def tracked_step(sid):
 
 
 def kill_the_driver_node_after_step(sid, step):
-    """Once the job has saved `step`, kill the raylet of the node its driver runs on; returns that host."""
-    wait_for(lambda: tracked_step(sid) >= step, 600, f"{sid} to save global_step_{step}")
+    """Once the job has saved `step`, the node its driver runs on dies: its raylet, the job's workers and the driver
+    (a raylet killed alone leaves the driver training on as an orphan, which on a fast machine reached the last
+    step and saved it before the retry resumed); returns that host."""
     ray_cluster.prepare_client_env(TOKEN)
     client = ray_cluster.job_client(DASHBOARD, ray_cluster.read_token(TOKEN))
-    driver = client.get_job_info(sid).driver_node_id
+    # Where the driver runs is known before the step is saved, so the kill follows the save within a second.
+    driver = wait_for(lambda: client.get_job_info(sid).driver_node_id, 300, f"{sid}'s driver node")
     ip = next(n["node_ip"] for n in nodes() if n["node_id"] == driver)
     host = next(h for h, i in IPS.items() if i == ip)
-    ssh(host, "kill -9 $(pgrep -x raylet)")
+    wait_for(lambda: tracked_step(sid) >= step, 600, f"{sid} to save global_step_{step}")
+    # [.]: the pattern does not match this command's own shell.
+    ssh(host, "kill -9 $(pgrep -x raylet) && for p in $(pgrep -f '^ray::|verl[.]trainer'); do kill -9 $p; done; true")
     return host
 
 
@@ -72,7 +78,7 @@ def test_a_job_whose_node_dies_is_retried_from_its_newest_whole_checkpoint():
     first, attempt = status(sid), status(f"{sid}-r1")
     assert first["state"] == "FAILED" and first["diagnosis"]["kind"] == "node_died", first
     assert first["attempts"] == [f"{sid}-r1"] and "attempt 1 of 1" in run.out
-    assert attempt["state"] == "SUCCEEDED" and attempt["attempt_of"] == sid and attempt["steps"] == 12, attempt
+    assert attempt["state"] == "SUCCEEDED" and attempt["attempt_of"] == sid and attempt["steps"] == STEPS, attempt
     resumed = attempt["resumed_from"]
     assert resumed["step"] >= 2 and resumed["path"] == f"/private/jobs/{sid}/checkpoints/global_step_{resumed['step']}"
     with open(os.path.join(RECORDS, f"{sid}-r1", "logs", "driver.log"), encoding="utf-8") as handle:
