@@ -273,7 +273,12 @@ class Record:
 
     def keep_untrusted(self):
         """Copy the untrusted status.json aside (its bytes; a symlink is kept as a link, never followed)."""
-        keep = f"{self.path['status']}{UNTRUSTED_SUFFIX}{now_ms()}"
+        # Called under the status lock: a name nothing has yet stays free until it is written.
+        keep = base = f"{self.path['status']}{UNTRUSTED_SUFFIX}{now_ms()}"
+        count = 0
+        while os.path.lexists(keep):  # two in one millisecond: each is kept
+            count += 1
+            keep = f"{base}-{count}"
         if os.path.islink(self.path["status"]):
             os.symlink(os.readlink(self.path["status"]), keep)
             return

@@ -77,7 +77,8 @@ def test_a_reason_another_run_gave_is_kept():
 
 @pytest.mark.parametrize("content", ['["not", "a status"', '[1, 2]', '{"submission_id": "x-1", "state": 3}',
                                      '{"submission_id": "someone-else", "state": "RUNNING"}'])
-def test_an_untrusted_status_json_is_rebuilt_and_kept_beside_the_new_one(tmp_path, content):
+def test_an_untrusted_status_json_is_rebuilt_and_kept_beside_the_new_one(tmp_path, content, monkeypatch):
+    monkeypatch.setattr(jr, "now_ms", lambda: 1_700_000_000_000)  # both kept in one millisecond: neither is lost
     out = tmp_path / "x-1"
     jr.create_exclusive(str(out))
     jr.write_json(str(out / "config" / "job_spec.json"), {"name": "sft", "timeouts": {"pending_s": "bad"}})
