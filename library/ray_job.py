@@ -31,7 +31,7 @@ description:
   - This file keeps the documentation and main(); the work is in C(module_utils/jobs/), one file per concern. The
     record's status.json is read and written only as the typed model in C(module_utils/jobs/status.py), whose JSON
     Schema is C(job_status.schema.json); a status.json that cannot be trusted is rebuilt from the record (state
-    C(UNKNOWN), field C(rebuilt) says why) and kept beside it as C(status.json.untrusted), never a traceback.
+    C(UNKNOWN), field C(rebuilt) says why) and kept beside it as C(status.json.untrusted-<ms>), never a traceback.
   - Its action plugin (action_plugins/ray_job.py) runs on the control host first. It takes the spec by name
     (O(spec)), layers the site's C(jobspec_defaults), O(overrides) and, with O(extra_vars=true), this run's
     C(-e) values, validates, and calls this module with the resolved JobSpec. With O(wait=true) (or

@@ -9,6 +9,7 @@ import os
 import time
 
 from ansible.module_utils import diagnosis
+from ansible.module_utils import ray_cluster as rc
 from ansible.module_utils import verl_metrics as vm
 from ansible.module_utils.jobs import client as jc
 from ansible.module_utils.jobs.record import json_text, now_ms, read_json
@@ -48,7 +49,7 @@ def snapshot(job, when):
     """Cluster state into debug/: `ray status` and the node list (pre and post), the job list (post)."""
     try:
         nodes = job.client.nodes()
-        text = job.client.status_text() + "\n\nNodes:\n" + "\n".join(jc.rc.describe_nodes(nodes)) + "\n"
+        text = job.client.status_text() + "\n\nNodes:\n" + "\n".join(rc.describe_nodes(nodes)) + "\n"
     except Exception as exc:  # noqa: BLE001 - a snapshot must not hide the job's own state
         text, nodes = f"cluster status unavailable: {exc}\n", []
     job.record.write_text(job.rec["status_pre" if when == "pre" else "status_post"], text)

@@ -15,6 +15,7 @@ import dataclasses
 import enum
 
 from ansible.module_utils import conventions
+from ansible.module_utils.ray_cluster import TERMINAL_JOB_STATES
 
 # The states a record can be in, and what each means. Ray's five first; the others are ours.
 STATES = {
@@ -28,7 +29,7 @@ STATES = {
                 "why); such a record is never finalised from a guess"),
 }
 RAY_STATES = ("PENDING", "RUNNING", "STOPPED", "SUCCEEDED", "FAILED")
-TERMINAL = ("STOPPED", "SUCCEEDED", "FAILED")
+TERMINAL = TERMINAL_JOB_STATES
 # States that appear in results and reports only, never in a status.json.
 NEW = "NEW"  # check mode: the job would be submitted
 MISSING = "MISSING"  # a regression entry whose job left no record
