@@ -101,6 +101,7 @@ def finalize(job, info, status):
     evidence = None  # a failure's logs and cluster state, gathered once
     while True:
         state = status.state = final_state(summary["status"], status.reason)
+        status.ended_short = ended_short(state, status.steps, read_json(job.rec["job_spec"]))
         files = {}
         if state != "SUCCEEDED":
             if evidence is None:
@@ -119,6 +120,21 @@ def finalize(job, info, status):
                          f"message: {summary['message']}\n")}
         if job.save_status(status, files) is not Merge.REASON_GIVEN:
             return status
+
+
+def ended_short(state, steps, spec):
+    """Why a job that SUCCEEDED stopped before the step its spec (config/job_spec.json) asked for, or None.
+
+    verl exits 0 when its data runs out before total_training_steps, and, in 0.9.1, when it resumes from a checkpoint
+    saved at an epoch's end it skips the next epoch (verl#7401): the record says so rather than call it done."""
+    wanted = spec.get("total_training_steps") if isinstance(spec, dict) else None
+    if state != "SUCCEEDED" or not isinstance(wanted, int) or isinstance(wanted, bool) or steps is None:
+        return None
+    if steps >= wanted:
+        return None
+    return (f"ended at step {steps} of the {wanted} its spec asked for (total_training_steps): the data ran out "
+            "first (total_epochs), or verl skipped an epoch resuming from a checkpoint saved at an epoch's end "
+            "(verl#7401)")
 
 
 def phases(submitted_ms, start_ms, end_ms, submit_s):
@@ -200,4 +216,5 @@ def progress_line(job, info, status, log_text):
 
 
 def final_line(job, status):
-    return f"{job.sid}: {status.state}" + (f" ({status.reason})" if status.reason else "")
+    return (f"{job.sid}: {status.state}" + (f" ({status.reason})" if status.reason else "")
+            + (f"; {status.ended_short}" if status.ended_short else ""))

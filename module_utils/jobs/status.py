@@ -99,6 +99,8 @@ FIELDS = (
     F("steps", "int", "The last step with a loss."),
     F("first_loss", "number", "The first step's loss."),
     F("last_loss", "number", "The last step's loss."),
+    F("ended_short", "str", ("Why a job that SUCCEEDED may not be done: it stopped before the step its spec asked for "
+                             "(total_training_steps).")),
     F("preflight", "mapping", "What the job's preflight printed (preflight.json)."),
     F("diagnosis", "object", "Why the job failed (module_utils/diagnosis.py).", fields=_DIAGNOSIS),
     F("last_state", "str", "The state before a restarted head forgot the job.", choices=tuple(STATES)),
@@ -166,6 +168,7 @@ class JobStatus:
     steps: int | None = None
     first_loss: float | None = None
     last_loss: float | None = None
+    ended_short: str | None = None
     preflight: dict | None = None
     diagnosis: dict | None = None
     last_state: str | None = None

@@ -14,6 +14,7 @@ pytestmark = pytest.mark.usefixtures("cluster_up")
 
 # save_freq 1: a checkpoint per step; enough steps that the node dies mid-run even where a step takes well under
 # a second (an idle AVX-512 machine ran 12 steps before the kill landed, and the retry resumed from the last one).
+# 30 steps fit in one epoch of the lab's data (32), so no resume lands on an epoch's end (verl#7401).
 STEPS = 30
 SFT = ["-e", "spec=sft", "-e", "save_freq=1", "-e", f"total_training_steps={STEPS}"]
 
@@ -79,6 +80,7 @@ def test_a_job_whose_node_dies_is_retried_from_its_newest_whole_checkpoint():
     assert first["state"] == "FAILED" and first["diagnosis"]["kind"] == "node_died", first
     assert first["attempts"] == [f"{sid}-r1"] and "attempt 1 of 1" in run.out
     assert attempt["state"] == "SUCCEEDED" and attempt["attempt_of"] == sid and attempt["steps"] == STEPS, attempt
+    assert attempt["ended_short"] is None, attempt
     resumed = attempt["resumed_from"]
     assert resumed["step"] >= 2 and resumed["path"] == f"/private/jobs/{sid}/checkpoints/global_step_{resumed['step']}"
     with open(os.path.join(RECORDS, f"{sid}-r1", "logs", "driver.log"), encoding="utf-8") as handle:

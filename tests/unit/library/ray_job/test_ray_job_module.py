@@ -481,3 +481,23 @@ def test_a_stop_ray_took_leaves_its_reason_in_status_json_only(ray, ray_config, 
     code, _out = run(capsys, action="stop", submission_id=SID, ray_config=ray_config)
     assert code == 0 and status_json(ray_config)["reason"] == "STOPPED_BY_USER"
     assert not os.path.exists(os.path.join(record(ray_config), ".stop_request"))
+
+
+@pytest.mark.parametrize("wanted, short", [(3, False), (5, True), ("5", False), (None, False)])
+def test_a_job_that_succeeded_short_of_its_steps_says_so(ray, ray_config, capsys, wanted, short):
+    # verl exits 0 when it resumes from a checkpoint saved at an epoch's end and skips the next epoch (verl#7401).
+    submit(capsys, ray_config)
+    spec_file = os.path.join(record(ray_config), "config", "job_spec.json")
+    with open(spec_file, encoding="utf-8") as handle:
+        spec = json.load(handle)
+    with open(spec_file, "w", encoding="utf-8") as handle:
+        json.dump({**spec, "total_training_steps": wanted}, handle)  # a hand-edited file: any shape
+    ray.logs[SID] = LOG
+    ray.set(SID, "SUCCEEDED", driver_exit_code=0, driver_node_id="n-w1", start_time=1, end_time=2)
+    code, out = run(capsys, action="wait", submission_id=SID, ray_config=ray_config)
+    assert code == 0 and out["state"] == "SUCCEEDED"
+    if short:
+        assert status_json(ray_config)["ended_short"].startswith("ended at step 3 of the 5 its spec asked for")
+        assert "verl#7401" in out["progress"]
+    else:
+        assert status_json(ray_config)["ended_short"] is None
