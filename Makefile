@@ -4,16 +4,20 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 WORKERS ?= 2
+# STORE=0 leaves out lab-store, the lab's Redis host for Ray's GCS fault tolerance (default: with it).
+STORE ?= 1
 
 .PHONY: venv lint unit unit-verl integration test demo lab-up lab-down lab-slurm lab-venv lab-assets system-deps
 
 # System packages the lab and the playbooks need (Debian/Ubuntu, as root).
 # Slurm and munge make the lab a Slurm cluster too (make lab-slurm); their packages start no daemon here.
+# redis-server is for lab-store (Redis for Ray's GCS fault tolerance, roles/ray_store).
 system-deps:
 	@command -v sshd >/dev/null && command -v ip >/dev/null && command -v findmnt >/dev/null && command -v crontab >/dev/null \
-	  && command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v sbatch >/dev/null && command -v munged >/dev/null || \
+	  && command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v sbatch >/dev/null && command -v munged >/dev/null \
+	  && command -v redis-server >/dev/null || \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-	    openssh-server openssh-client iproute2 util-linux cron slurmctld slurmd slurm-client munge)
+	    openssh-server openssh-client iproute2 util-linux cron slurmctld slurmd slurm-client munge redis-server)
 
 $(BIN)/ansible-playbook: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -56,7 +60,7 @@ lab-assets: lab-venv
 
 # The lab's tools run with the venv's Python: they import the project's helpers through Ansible (plugin_utils).
 lab-up: venv lab-venv system-deps
-	$(BIN)/python lab/lab.py up --workers $(WORKERS)
+	$(BIN)/python lab/lab.py up --workers $(WORKERS) $(if $(filter 0 no false,$(STORE)),--no-store)
 	$(MAKE) lab-assets
 
 # Slurm on the lab: slurmctld on lab-head (the login node), slurmd on the workers, munge everywhere.

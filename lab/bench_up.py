@@ -41,7 +41,7 @@ ENV = dict(os.environ, ANSIBLE_FORCE_COLOR="0", PATH=BIN + os.pathsep + os.envir
 
 
 def worker_ips(n):
-    return [host.ip for host in lab.plan_hosts(n)[1:]]
+    return [host.ip for host in lab.plan_hosts(n) if host.role == "worker"]
 
 
 def timed(argv, what):

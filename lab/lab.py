@@ -4,7 +4,7 @@
 Usage (as root, from anywhere; paths are derived from this file, not the cwd; with the project's venv,
 which has the Ansible the project's helpers import through):
 
-    .venv/bin/python lab/lab.py up [--workers N]   # lab-head + lab-worker1..N
+    .venv/bin/python lab/lab.py up [--workers N] [--no-store]   # lab-head + lab-worker1..N (+ lab-store)
     .venv/bin/python lab/lab.py status
     .venv/bin/python lab/lab.py ssh HOST -- CMD...
     .venv/bin/python lab/lab.py down
@@ -32,6 +32,10 @@ Each lab host is a set of Linux namespaces, not a VM or container image:
   /dev/shm (Ray keeps per-node state there); the rest of the filesystem is
   shared between hosts, like an NFS-ish lab.
 * hostname: a UTS namespace, so ``hostname`` answers ``lab-worker1`` etc.
+
+Besides the Ray cluster's head and workers, ``up`` makes ``lab-store`` (198.18.0.254, the
+inventory's group ``ray_store``, outside ``ray_cluster``): the host of the Redis server that Ray's
+GCS fault tolerance keeps its state in. ``up --no-store`` leaves it out (and removes a running one).
 
 Everything the lab creates is recorded in ``.lab/lab.json`` (names, IPs and
 the PID + kernel start time of each host's ``unshare``).  A PID is only ever
@@ -78,6 +82,7 @@ from lab_facts import (  # isort: skip
     LAB_DIR,
     NETNS_PREFIX,
     REPO_ROOT,
+    STORE_IP,
     SUBNET,
     TOKEN_FILE,
     Host,
@@ -106,6 +111,7 @@ __all__ = [
     "DASHBOARD_URL",
     "HEAD_IP",
     "LAB_DIR",
+    "STORE_IP",
     "SUBNET",
     "TOKEN_FILE",
     "LabError",
@@ -163,10 +169,10 @@ def mounts_under(path: Path, mountinfo: str | None = None) -> list[str]:
 # ------------------------------------------------------------------ commands
 
 
-def cmd_up(workers: int) -> int:
+def cmd_up(workers: int, store: bool = True) -> int:
     require_root()
     require_tools("ip", "sshd", "unshare", "ssh", "ssh-keygen")
-    wanted = plan_hosts(workers)
+    wanted = plan_hosts(workers, store=store)
     t0 = time.monotonic()
     lock_lab()
     key = ensure_keys()
@@ -295,6 +301,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="create/refresh the lab (idempotent)")
     up.add_argument("--workers", type=int, default=2, help="number of workers (default 2)")
+    up.add_argument("--no-store", dest="store", action="store_false",
+                    help="leave out lab-store, the Redis host for GCS fault tolerance (default: with it)")
     sub.add_parser("down", help="remove everything `up` made (idempotent)")
     sub.add_parser("status", help="one line per host: name, ip, up/down (exit 0 iff all up)")
     ssh = sub.add_parser("ssh", help="run a command on a lab host: ssh HOST -- CMD...")
@@ -303,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "up":
-            return cmd_up(args.workers)
+            return cmd_up(args.workers, args.store)
         if args.command == "down":
             return cmd_down()
         if args.command == "status":

@@ -1,9 +1,10 @@
 """The lab's facts, once: its files, names and addresses, the host plan, and the few primitives every part uses.
 
 Facts: where the lab keeps its state, inventory, token file and ssh key; the bridge, the subnet and the
-hosts' fixed MACs; the head's address and dashboard URL. The host plan: a lab host is a ``Host``, named,
-addressed and wired by its index (0 = lab-head, K = lab-workerK) through ``make_host``/``plan_hosts``,
-and ``host_index`` inverts the naming. Primitives: ``LabError`` (a failure reported as one line),
+hosts' fixed MACs; the head's address and dashboard URL, the store's address. The host plan: a lab host is
+a ``Host``, named, addressed and wired by its index (0 = lab-head, K = lab-workerK, STORE_INDEX = lab-store,
+the Redis host for Ray's GCS fault tolerance) through ``make_host``/``plan_hosts``, and ``host_index``
+inverts the naming. Primitives: ``LabError`` (a failure reported as one line),
 ``log``/``warn`` and ``run`` (an external command whose failure becomes a ``LabError``).
 
 Callers outside lab/lab.py's own parts import these names from ``lab`` (lab/lab.py re-exports them).
@@ -47,12 +48,17 @@ FIRST_HOST_OCTET = 10  # lab-head; worker K gets .10+K
 HEAD_IP = f"{SUBNET}{FIRST_HOST_OCTET}"
 # Ray's dashboard (the job API) on the lab's head, at roles/project_defaults' ray_dashboard_port.
 DASHBOARD_URL = f"http://{HEAD_IP}:8265"
-MAX_WORKERS = 254 - FIRST_HOST_OCTET
+# lab-store (Redis for Ray's GCS fault tolerance, roles/ray_store) takes the top of the range, .254;
+# the workers stop below it, so adding workers never moves it and it never moves a worker.
+STORE_INDEX = 254 - FIRST_HOST_OCTET
+STORE_IP = f"{SUBNET}{FIRST_HOST_OCTET + STORE_INDEX}"
+MAX_WORKERS = STORE_INDEX - 1
 NETNS_PREFIX = "rvlab-"
 VETH_PREFIX = "rvl"
 VETH_RE = re.compile(r"^rvl\d+$")
 HEAD = "lab-head"
 WORKER_PREFIX = "lab-worker"
+STORE = "lab-store"
 IFNAMSIZ = 15  # kernel limit on interface name length
 
 
@@ -66,7 +72,7 @@ class Host:
     ip: str
     netns: str
     veth: str
-    role: str  # "head" | "worker"
+    role: str  # "head" | "worker" | "store"
     pid: int | None = None
     # Kernel start time (clock ticks) of `pid`: pid+start time identifies the
     # process even after the PID number is recycled.
@@ -77,10 +83,11 @@ class Host:
 
 
 def make_host(index: int) -> Host:
-    """Host number `index` (0 = head, K = workerK) with all derived names."""
-    if not 0 <= index <= MAX_WORKERS:
-        raise LabError(f"host index {index} out of range 0..{MAX_WORKERS}")
-    name = HEAD if index == 0 else f"{WORKER_PREFIX}{index}"
+    """Host number `index` (0 = head, K = workerK, STORE_INDEX = store) with all derived names."""
+    if not (0 <= index <= MAX_WORKERS or index == STORE_INDEX):
+        raise LabError(f"host index {index} out of range 0..{MAX_WORKERS} (or {STORE_INDEX}, the store)")
+    role = "head" if index == 0 else "store" if index == STORE_INDEX else "worker"
+    name = {"head": HEAD, "store": STORE}.get(role, f"{WORKER_PREFIX}{index}")
     veth = f"{VETH_PREFIX}{index}"
     if len(veth) > IFNAMSIZ:  # cannot happen with MAX_WORKERS, but be explicit
         raise LabError(f"{name}: interface name {veth!r} too long")
@@ -89,7 +96,7 @@ def make_host(index: int) -> Host:
         ip=f"{SUBNET}{FIRST_HOST_OCTET + index}",
         netns=f"{NETNS_PREFIX}{name}",
         veth=veth,
-        role="head" if index == 0 else "worker",
+        role=role,
     )
 
 
@@ -98,17 +105,23 @@ def host_mac(index: int) -> str:
     return f"{MAC_PREFIX}:00:{index:02x}"
 
 
-def plan_hosts(workers: int) -> list[Host]:
-    """The wanted lab: head plus `workers` workers, in creation order."""
+def plan_hosts(workers: int, *, store: bool = False) -> list[Host]:
+    """The wanted lab: head plus `workers` workers, and the store last when asked, in creation order.
+
+    `lab.py up` asks for the store unless --no-store; the default here is the Ray cluster alone,
+    what the callers that want its head and workers (tests, benchmarks) take from it.
+    """
     if not 0 <= workers <= MAX_WORKERS:
         raise LabError(f"--workers must be between 0 and {MAX_WORKERS}")
-    return [make_host(i) for i in range(workers + 1)]
+    return [make_host(i) for i in range(workers + 1)] + ([make_host(STORE_INDEX)] if store else [])
 
 
 def host_index(name: str) -> int | None:
     """Inverse of make_host's naming; None for names the lab never uses."""
     if name == HEAD:
         return 0
+    if name == STORE:
+        return STORE_INDEX
     m = re.fullmatch(re.escape(WORKER_PREFIX) + r"([1-9]\d*)", name)
     if m and int(m.group(1)) <= MAX_WORKERS:
         return int(m.group(1))

@@ -3,7 +3,8 @@
 The state file records every host the lab made (names, IPs, the PID + kernel start time of its
 ``unshare``); ``load_state``/``save_state`` read and write it, under ``lock_lab`` so concurrent
 up/down runs take turns. ``render_inventory`` is inventory/lab/hosts.yml, which Ansible, molecule and
-the tests read. ``write_if_changed`` is the one atomic write, leaving an unchanged file alone.
+the tests read: the groups ray_head, ray_workers and ray_store (lab-store; not part of ray_cluster,
+which inventory/lab/cluster.yml makes of the other two). ``write_if_changed`` is the one atomic write, leaving an unchanged file alone.
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ def render_inventory(hosts: Iterable[Host], repo_root: Path) -> str:
     """inventory/lab/hosts.yml as text (fixed shape, so no YAML library)."""
     hosts = sorted(hosts, key=lambda h: host_index(h.name) or 0)
     lines = [INVENTORY_HEADER, "all:", "  children:"]
-    for group, role in (("ray_head", "head"), ("ray_workers", "worker")):
+    for group, role in (("ray_head", "head"), ("ray_workers", "worker"), ("ray_store", "store")):
         members = [h for h in hosts if h.role == role]
         if not members:
             lines.append(f"    {group}: {{}}")  # keep the group defined

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Slurm on the lab: slurmctld on lab-head, slurmd on every worker, munge on all of them.
+"""Slurm on the lab: slurmctld on lab-head, slurmd on every worker, munge on all of them (not on lab-store).
 
 Usage (as root, after `make lab-up`; idempotent):
 
@@ -177,7 +177,7 @@ def cmd_up():
     if head is None or not workers:
         raise lab.LabError("the lab needs a head and a worker: run `make lab-up` first")
     write_config(head, workers)
-    for host in hosts:
+    for host in [head, *workers]:  # lab-store (role "store", the Redis host) has no part in Slurm
         start_on(host)
     seen = wait_idle(head, workers)
     lab.log(f"Slurm is up: slurmctld on {head.name}, slurmd on {', '.join(w.name for w in workers)} ({seen}); "

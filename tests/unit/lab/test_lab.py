@@ -61,12 +61,12 @@ def test_plan_hosts_rejects_out_of_range(workers):
 
 
 def test_largest_lab_stays_inside_subnet_with_short_unique_names():
-    hosts = lab_facts.plan_hosts(lab_facts.MAX_WORKERS)
-    assert hosts[-1].ip == "198.18.0.254"
+    hosts = lab_facts.plan_hosts(lab_facts.MAX_WORKERS, store=True)
+    assert [h.ip for h in hosts[-2:]] == ["198.18.0.253", "198.18.0.254"]  # the last worker, the store
     assert all(len(h.veth) <= 15 for h in hosts)
     for attr in ("name", "ip", "netns", "veth"):
         assert len({getattr(h, attr) for h in hosts}) == len(hosts)
-    macs = {lab_facts.host_mac(i) for i in range(len(hosts))}
+    macs = {lab_facts.host_mac(lab_facts.host_index(h.name)) for h in hosts}
     assert len(macs) == len(hosts)
     assert lab_facts.BRIDGE_MAC not in macs
     # Locally administered unicast: second-lowest bit of the first octet set, lowest clear.
@@ -103,6 +103,7 @@ all:
           ansible_host: 198.18.0.11
         lab-worker2:
           ansible_host: 198.18.0.12
+    ray_store: {}
   vars:
     ansible_user: root
     ansible_ssh_private_key_file: /srv/repo/.lab/ssh/id_ed25519
