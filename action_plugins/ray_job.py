@@ -10,6 +10,7 @@ The module's documentation is in library/ray_job.py.
 import json
 import os
 import sys
+import time
 
 from ansible.errors import AnsibleConnectionFailure
 from ansible.plugins.action import ActionBase
@@ -51,6 +52,35 @@ def follow(poll, show):
             return dict(result, changed=changed), polls
 
 
+class HeadOutage:
+    """A follower's view of a head it cannot reach. With a GCS store (ray_config head_outage_s > 0) the head comes
+    back and its jobs go on: the follower says so on its progress line and keeps polling for up to that long,
+    never finalising the record meanwhile; without one a failed poll fails the run, as before."""
+
+    def __init__(self, window_s, clock=None):
+        self.window_s, self.clock = window_s, clock or (lambda: time.time())
+        self.since = None  # when the first poll failed to reach the head
+        self.last_seen_ms = None  # the last poll that saw the job before that
+
+    def seen(self):
+        """A poll saw the job: the module's last_seen_ms argument for this poll (once, after an outage)."""
+        noted, self.since = (self.last_seen_ms if self.since is not None else None), None
+        self.last_seen_ms = int(self.clock() * 1000)
+        return noted
+
+    def unreachable(self, result):
+        """The progress line to show while waiting for the head, or None: the failure stands."""
+        killed = "MODULE FAILURE" in str(result.get("msg", ""))  # the poll's own process died with the head's
+        if not self.window_s or not (result.get("head_unreachable") or killed):
+            return None
+        now = self.clock()
+        self.since = self.since if self.since is not None else now
+        if now - self.since > self.window_s:
+            return None
+        return (f"the head cannot be reached for {now - self.since:.0f}s; the cluster has a GCS store, so it may "
+                f"come back: waiting up to {self.window_s}s")
+
+
 def rendered_lines(result):
     """What --check shows: the module's rendering of the submission (secrets redacted)."""
     lines = [f"{result.get('submission_id')}: {result.get('progress', '')}"]
@@ -80,6 +110,8 @@ class ActionModule(ActionBase):
         # The module runs with the nodes' Ray Python (ray_python), not the host's default one.
         module_vars = dict(task_vars, ansible_python_interpreter=python)
         self._host = task_vars.get("inventory_hostname", "")
+        outage_s = rc.get("head_outage_s") if isinstance(rc, dict) else 0
+        self._outage_s = outage_s if isinstance(outage_s, int) and not isinstance(outage_s, bool) else 0
 
         def module(**module_args):
             out = self._execute_module(module_name="ray_job", module_args={**connection, **module_args},
@@ -227,18 +259,29 @@ class ActionModule(ActionBase):
         if output_dir:
             args["output_dir"] = output_dir
         failures = []
+        outage = HeadOutage(self._outage_s)
 
         def poll():
             while True:
                 try:
                     result = module(**args)
                     failures.clear()
-                    return result
                 except AnsibleConnectionFailure as exc:
                     failures.append(exc)
                     if len(failures) > CONNECTION_RETRIES:
                         raise
                     display.warning(f"{self._host}: polling {submission_id} failed ({exc}); trying again")
+                    continue
+                waiting = outage.unreachable(result) if result.get("failed") else None
+                if waiting:
+                    self._show(f"{submission_id}: {waiting}")
+                    time.sleep(min(poll_s, 10))
+                    continue
+                if not result.get("failed"):
+                    args["last_seen_ms"] = outage.seen()
+                    if args["last_seen_ms"] is None:
+                        del args["last_seen_ms"]
+                return result
 
         last, _ = follow(poll, self._show)
         return last

@@ -91,6 +91,12 @@ options:
   output_dir:
     description: The job's record directory; default C(<shared_root>/jobs/<submission_id>).
     type: path
+  last_seen_ms:
+    description:
+      - For O(action=wait) after its head could not be reached, when the follower last saw the job (ms since
+        the epoch). A job that lived through the outage gets it in its record's C(outages), from this moment to
+        the start of the head that came back. The action plugin sets it.
+    type: int
   poll_s:
     description:
       - Longest time one O(action=wait) module call follows the job before it returns its progress line;

@@ -83,6 +83,13 @@ options:
   token_path:
     description: Where the node keeps the cluster token (Ray reads it through RAY_AUTH_TOKEN_PATH).
     type: path
+  redis_password:
+    description:
+      - The GCS store's password (a head whose O(env) has RAY_REDIS_ADDRESS keeps its tables in that Redis).
+      - Given to C(ray start --head) as C(--redis-password); the state file, the result and any error show its
+        digest only, and a new password restarts the head. Ray passes it on to its GCS server's command line,
+        so it is visible in the head's process list to root.
+    type: str
   dashboard_url:
     description: The cluster's dashboard, asked which jobs run before a drifted node is restarted.
     type: str
@@ -214,6 +221,7 @@ def main():
             "ray_version": {"type": "str"},
             "token": {"type": "str", "no_log": True},
             "token_path": {"type": "path", "no_log": False},
+            "redis_password": {"type": "str", "no_log": True},
             "dashboard_url": {"type": "str"},
             "socket_ifname": {"type": "str", "default": ""},
             "force": {"type": "bool", "default": False},
@@ -257,9 +265,10 @@ def main():
             ray_bin, p["role"], p["node_ip"], p["gcs_port"], head_ip=p["head_ip"],
             dashboard_host=p["dashboard_host"], dashboard_port=p["dashboard_port"],
             client_server_port=p["client_server_port"], num_cpus=p["num_cpus"], num_gpus=p["num_gpus"],
-            resources=p["resources"], extra_args=p["extra_args"])
+            resources=p["resources"], extra_args=p["extra_args"], redis_password=p["redis_password"])
     except ValueError as exc:
         module.fail_json(msg=str(exc))
+    run_argv, argv = argv, ctl.shown_argv(argv)
     recorded_env = {k: str(v) for k, v in sorted(p["env"].items())}
     # The token's digest, not the token: a new token must restart the node, and the state file is no secret.
     token_digest = ctl.digest(p["token"]) if p["token"] else None
@@ -303,9 +312,10 @@ def main():
         result["killed_driver_pids"] = ctl.kill_pids(ctl.find_job_drivers())
     # The readiness gate accepts only a node the cluster saw start after this moment.
     result["started_at_ms"] = int(time.time() * 1000)
-    rc, out, err = module.run_command(argv, environ_update=env)
+    rc, out, err = module.run_command(run_argv, environ_update=env)
     if rc != 0:
         tail = "\n".join((out + err).strip().splitlines()[-15:])
+        tail = tail.replace(p["redis_password"], "<redacted>") if p["redis_password"] else tail
         module.fail_json(msg=f"ray start failed (rc={rc}): {tail}", **result)
     ctl.write_state(p["state_file"], want)
     module.exit_json(changed=True, **result)

@@ -44,6 +44,7 @@ class RayConfig:
     runtime_env: dict
     secret_env_names: list
     python: str
+    head_outage_s: int
 
     @classmethod
     def from_dict(cls, data) -> RayConfig:

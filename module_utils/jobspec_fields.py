@@ -170,6 +170,8 @@ RAY_CONFIG_FIELDS = (
           default=list(DEFAULT_SECRET_ENV_NAMES), item=Field("", "str", pattern=ENV_NAME_RULE)),
     Field("python", "str", "Command the rendered entrypoints start with.", default="python",
           pattern=_COMMAND),
+    Field("head_outage_s", "int", ("How long whoever follows a job waits for a head it cannot reach before it fails: "
+                                   "the GCS store's reconnect window (0: no store, fail at once)."), default=0),
 )
 
 NAME_FIELD = Field("name", "str", pattern=conventions.NAME_RULE)

@@ -24,8 +24,8 @@ DRIVER_ENV_MARKER = b"RAY_JOB_CONFIG_JSON_ENV_VAR="
 
 def start_command(ray_bin, role, node_ip, gcs_port, head_ip=None, dashboard_host=None,
                   dashboard_port=8265, client_server_port=10001, num_cpus=None, num_gpus=None,
-                  resources=None, extra_args=()):
-    """The `ray start` argv for a head or a worker."""
+                  resources=None, extra_args=(), redis_password=None):
+    """The `ray start` argv for a head or a worker (with the GCS store's password: shown_argv hides it)."""
     argv = [ray_bin, "start", f"--node-ip-address={node_ip}"]
     if role == "head":
         # No work lands on the head: it owns neither CPUs nor GPUs.
@@ -33,6 +33,8 @@ def start_command(ray_bin, role, node_ip, gcs_port, head_ip=None, dashboard_host
                  f"--dashboard-host={dashboard_host or node_ip}",
                  f"--dashboard-port={dashboard_port}",
                  f"--ray-client-server-port={client_server_port}"]
+        if redis_password:
+            argv.append(f"{REDIS_PASSWORD_ARG}{redis_password}")
     elif role == "worker":
         if not head_ip:
             raise ValueError("a worker needs head_ip")
@@ -51,6 +53,15 @@ def start_command(ray_bin, role, node_ip, gcs_port, head_ip=None, dashboard_host
                              "jobs get debugpy on the node's cluster address instead (JobSpec debug)")
     argv += list(extra_args)
     return argv
+
+
+REDIS_PASSWORD_ARG = "--redis-password="
+
+
+def shown_argv(argv):
+    """argv as the state file, the result and the changes show it: the store's password as its digest."""
+    return [f"{REDIS_PASSWORD_ARG}sha256:{digest(a[len(REDIS_PASSWORD_ARG):])[:16]}"
+            if a.startswith(REDIS_PASSWORD_ARG) else a for a in argv]
 
 
 def interface_to(run_command, ip):

@@ -58,9 +58,10 @@ class JobClient:
     def job_logs(self, node_ids, job_id):
         return rc.collect_job_logs(self.url, node_ids, job_id)
 
-    def head_started_ms(self):
-        """When the head's node started, or None when that cannot be told (not exactly one ALIVE head)."""
-        heads = [n for n in self.nodes() if n["is_head_node"] and n["state"] == "ALIVE"]
+    def head_started_ms(self, nodes=None):
+        """When the head's node started, or None when that cannot be told (not exactly one ALIVE head).
+        nodes: a node list the caller already has (else one is asked for)."""
+        heads = [n for n in (self.nodes() if nodes is None else nodes) if n["is_head_node"] and n["state"] == "ALIVE"]
         return heads[0].get("start_time_ms") if len(heads) == 1 else None
 
 

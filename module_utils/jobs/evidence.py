@@ -77,6 +77,7 @@ def finalize(job, info, status):
     log = refresh_log(job)
     nodes = snapshot(job, "post")
     summary = jc.summary(info)
+    note_outage(status, summary["start_time"], job.client.head_started_ms(nodes), None, "finalize")
     driver = next((n for n in nodes if n["node_id"] == summary["driver_node_id"]), None)
     # SFT prints train/loss; PPO/GRPO print actor/pg_loss, which verl_metrics names loss too.
     losses = vm.step_losses(log)
@@ -120,6 +121,22 @@ def finalize(job, info, status):
                          f"message: {summary['message']}\n")}
         if job.save_status(status, files) is not Merge.REASON_GIVEN:
             return status
+
+
+def note_outage(status, job_started_ms, head_started_ms, last_seen_ms, seen_by):
+    """Add to status.outages the head outage a job lived through: its head started after the job did, and Ray
+    still knows the job (a head that came back to the GCS store's tables). Returns whether it was added.
+
+    last_seen_ms: the last time the job was seen through the old head (a follower's last good poll; else the
+    record's last write), so `seconds` is the longest the head can have been away."""
+    if not (head_started_ms and job_started_ms and head_started_ms > job_started_ms):
+        return False
+    if any(o.get("to") == head_started_ms for o in status.outages):
+        return False
+    seen = min(max(last_seen_ms or status.updated_at or job_started_ms, job_started_ms), head_started_ms)
+    status.outages.append({"from": seen, "to": head_started_ms, "seconds": round((head_started_ms - seen) / 1000, 1),
+                           "seen_by": seen_by})
+    return True
 
 
 def ended_short(state, steps, spec):

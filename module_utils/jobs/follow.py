@@ -76,6 +76,10 @@ def follow(module, job):
             status = reconcile.forgotten(job, status)
             return job.result(status, evidence.final_line(job, status))
         summary = jc.summary(info)
+        if module.params.get("last_seen_ms") and evidence.note_outage(
+                status, summary["start_time"], job.client.head_started_ms(), module.params["last_seen_ms"], "wait"):
+            module.params["last_seen_ms"] = None  # noted once
+            job.save_status(status)
         reason = overdue(summary, status, now_ms())
         if reason:
             info = stop_for(job, status, reason)

@@ -33,6 +33,7 @@ OPTIONS = {
     "poll_s": ("both", {"type": "int", "default": conventions.POLL_S}),
     "preflight": ("both", {"type": "bool", "default": True}),
     "output_dir": ("module", {"type": "path"}),
+    "last_seen_ms": ("module", {"type": "int"}),
     "overrides": ("action", {"type": "dict", "default": {}}),
     "extra_vars": ("action", {"type": "bool", "default": False}),
     "wait": ("action", {"type": "bool", "default": False}),

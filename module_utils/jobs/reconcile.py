@@ -78,13 +78,19 @@ def reconcile(module, config):
     if not open_ids:  # the usual case costs no call to Ray
         return dict(result, msg="no open job records")
     probe = Job(module, config, open_ids[0], conventions.job_dir(config.shared_root, open_ids[0]))
-    known = {j["submission_id"] for j in probe.client.jobs()}
-    head_started = probe.client.head_started_ms() if set(open_ids) - known else None  # one node list for all
+    known = {j["submission_id"]: j for j in probe.client.jobs()}
+    head_started = probe.client.head_started_ms()  # one node list for all
     for sid in open_ids:
+        job = Job(module, config, sid, conventions.job_dir(config.shared_root, sid), client=probe.client)
         if sid in known:
             result["open"].append(sid)
+            # A head that came back to the GCS store's tables still knows the job: it lived through the outage.
+            status = job.status()
+            if (not module.check_mode and not status.rebuilt
+                    and evidence.note_outage(status, known[sid]["start_time"], head_started, None, "reconcile")):
+                job.save_status(status)
+                result.setdefault("outages", []).append(sid)
             continue
-        job = Job(module, config, sid, conventions.job_dir(config.shared_root, sid), client=probe.client)
         status = job.status()
         started = forgotten_since(job, status, head_started)
         if started is None:
@@ -93,9 +99,10 @@ def reconcile(module, config):
         if not module.check_mode and not finalize_forgotten(job, status, started)[1]:
             continue  # another run finalised it first
         result["finalized"].append(sid)
-    result["changed"] = bool(result["finalized"])
+    result["changed"] = bool(result["finalized"] or result.get("outages"))
     verb = "would be finalised" if module.check_mode else "finalised"
     result["msg"] = (f"{len(result['finalized'])} record(s) of jobs the restarted head forgot {verb} as FAILED"
                      + (f": {', '.join(result['finalized'])}" if result["finalized"] else "")
-                     + f"; {len(result['open'])} open")
+                     + f"; {len(result['open'])} open"
+                     + (f"; {len(result['outages'])} lived through the head's outage" if result.get("outages") else ""))
     return result

@@ -10,6 +10,7 @@ from ansible.module_utils.jobs.job import Failed, Job
 from ansible.module_utils.jobs.record import LockTimeout
 from ansible.module_utils.jobs.status import RecordError
 
+UNREACHABLE = "cannot talk to Ray's job API"
 ACTIONS = {"wait": follow.follow, "stop": follow.stop, "status": follow.status_action, "logs": follow.logs_action,
            "attempt": attempts.attempt_action}
 
@@ -52,7 +53,7 @@ def connection_problem(exc, p):
         return f"cannot write the job record at {filename}: {exc.strerror}; fix that and run the same command again"
     if any(sign in text for sign in ("401", "403", "Unauthorized", "Forbidden", "authentication")):
         return f"Ray at {url} refused the token from {p['token_path'] or '(no token file)'}: {text}"
-    return f"cannot talk to Ray's job API at {url}: {type(exc).__name__}: {text}"
+    return f"{UNREACHABLE} at {url}: {type(exc).__name__}: {text}"
 
 
 def main(module):
@@ -64,5 +65,7 @@ def main(module):
     except (LockTimeout, RecordError) as exc:  # one line naming the record's file (a LockTimeout is an OSError)
         module.fail_json(msg=str(exc))
     except Exception as exc:  # noqa: BLE001 - Ray's client: one line naming the address or the token file
-        module.fail_json(msg=connection_problem(exc, module.params))
+        msg = connection_problem(exc, module.params)
+        # A head that does not answer may be coming back (a GCS store): the follower decides how long to wait.
+        module.fail_json(msg=msg, head_unreachable=msg.startswith(UNREACHABLE))
     module.exit_json(**result)

@@ -49,7 +49,8 @@ class Merge(enum.Enum):
 
 @dataclasses.dataclass(frozen=True)
 class F:
-    """One field of status.json: kinds str, int, number, bool, list (of str), object (sub-fields), mapping."""
+    """One field of status.json: kinds str, int, number, bool, list (of str), object (sub-fields), objects (a list
+    of objects with the sub-fields), mapping."""
 
     name: str
     kind: str
@@ -109,14 +110,21 @@ FIELDS = (
     F("attempt_of", "str", "An attempt's first job."),
     F("attempt", "int", "An attempt's number (1 for <first>-r1)."),
     F("resumed_from", "mapping", "{root, submission_id, path, step, skipped}: the checkpoint an attempt resumed from."),
+    F("outages", "objects", "Each time the job lived through its head going away (a head with a GCS store).",
+      nullable=False, fields=(
+          F("from", "int", "The last time the job was seen through the old head (ms): the head died after it.",
+            nullable=False),
+          F("to", "int", "When the head that came back started (ms).", nullable=False),
+          F("seconds", "number", "to - from: the longest the head can have been away.", nullable=False),
+          F("seen_by", "str", "Who saw it: wait (a follower), reconcile (up.yml) or finalize.", nullable=False))),
 )
 _BY_NAME = {f.name: f for f in FIELDS}
 # What even a hand-made status.json must hold; the other fields default (final false, attempts []).
 REQUIRED = ("submission_id", "state")
 _TYPES = {"str": (str,), "int": (int,), "number": (int, float), "bool": (bool,), "list": (list,),
-          "object": (dict,), "mapping": (dict,)}
+          "object": (dict,), "objects": (list,), "mapping": (dict,)}
 _WHAT = {"str": "a string", "int": "an integer", "number": "a number", "bool": "true or false",
-         "list": "a list of strings", "object": "an object", "mapping": "an object"}
+         "list": "a list of strings", "object": "an object", "objects": "a list of objects", "mapping": "an object"}
 
 
 def _check(field, value, where):
@@ -126,13 +134,16 @@ def _check(field, value, where):
     ok = isinstance(value, _TYPES[field.kind]) and not (field.kind in ("int", "number") and isinstance(value, bool))
     if ok and field.kind == "list":
         ok = all(isinstance(item, str) for item in value)
+    if ok and field.kind == "objects":
+        ok = all(isinstance(item, dict) for item in value)
     if ok and field.choices:
         ok = value in field.choices
     if not ok:
         what = "one of " + ", ".join(field.choices) if field.choices else _WHAT[field.kind]
         raise RecordError(f"{where}: field '{field.name}' must be {what}" + (" or null" if field.nullable else ""))
-    for sub in field.fields:
-        _check(sub, value.get(sub.name), f"{where}: field '{field.name}'")
+    for item in value if field.kind == "objects" else [value]:
+        for sub in field.fields:
+            _check(sub, item.get(sub.name), f"{where}: field '{field.name}'")
 
 
 @dataclasses.dataclass
@@ -177,6 +188,7 @@ class JobStatus:
     attempt_of: str | None = None
     attempt: int | None = None
     resumed_from: dict | None = None
+    outages: list = dataclasses.field(default_factory=list)
     extra: dict = dataclasses.field(default_factory=dict)
 
     @classmethod
@@ -245,6 +257,10 @@ def _schema(field):
             schema["required"] = required
     elif field.kind == "list":
         schema = {"type": "array", "items": {"type": "string"}}
+    elif field.kind == "objects":
+        item = _schema(F("", "object", "", nullable=False, fields=field.fields))
+        item.pop("description")
+        schema = {"type": "array", "items": item}
     else:
         schema = {"type": {"str": "string", "int": "integer", "number": "number", "bool": "boolean",
                            "mapping": "object"}[field.kind]}

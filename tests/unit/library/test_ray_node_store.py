@@ -1,0 +1,50 @@
+"""library/ray_node.py with a GCS store (issue 20): the head gets the store's password, which no file, result or
+error shows; a new password restarts the head like a new token."""
+
+import json
+import os
+
+import pytest
+from test_ray_node_module import RAY, head, host, read_state, read_text, run  # noqa: F401 - fixtures
+
+PASSWORD = "0f1e2d3c4b5a69788796a5b4c3d2e1f0"
+OTHER = "a1b2c3d4e5f60718293a4b5c6d7e8f90"
+STORE_ENV = {"RAY_AUTH_MODE": "token", "RAY_REDIS_ADDRESS": "10.0.0.9:6380",
+             "RAY_external_storage_namespace": "ray-verl-10-0-0-10-6379"}
+
+
+@pytest.fixture
+def store_head(head):  # noqa: F811
+    return {**head, "env": STORE_ENV, "redis_password": PASSWORD}
+
+
+def test_the_head_starts_with_the_store_and_its_password_is_shown_nowhere(host, store_head, capsys):  # noqa: F811
+    code, out = run(capsys, store_head)
+    assert code == 0 and out["action"] == "start"
+    [argv] = host.commands[1:]
+    assert argv[:2] == [RAY, "start"] and f"--redis-password={PASSWORD}" in argv
+    assert host.environs[1]["RAY_REDIS_ADDRESS"] == "10.0.0.9:6380"
+    state = read_text(store_head["state_file"])
+    assert PASSWORD not in state and PASSWORD not in json.dumps(out)
+    shown = [a for a in read_state(store_head)["argv"] if a.startswith("--redis-password=")]
+    assert shown == out["argv"][-1:] and shown[0].startswith("--redis-password=sha256:")
+
+
+def test_a_new_password_restarts_the_head_and_the_change_names_no_password(host, store_head, capsys):  # noqa: F811
+    run(capsys, store_head)
+    code, out = run(capsys, {**store_head, "redis_password": OTHER, "force": True})
+    assert code == 0 and out["action"] == "restart" and out["reason"] == "configuration changed", out
+    assert all(PASSWORD not in c and OTHER not in c for c in out["changes"])
+    assert any(c.startswith("+--redis-password=sha256:") for c in out["changes"])
+
+
+def test_a_failed_start_does_not_quote_the_password(host, store_head, capsys):  # noqa: F811
+    host.start = (1, f"ray start --redis-password={PASSWORD}\n", "ConnectionError: store refused\n")
+    code, out = run(capsys, store_head)
+    assert code == 1 and PASSWORD not in out["msg"] and "store refused" in out["msg"]
+    assert not os.path.exists(store_head["state_file"])
+
+
+def test_a_worker_gets_no_password_argument(host, store_head, capsys):  # noqa: F811
+    code, _ = run(capsys, {**store_head, "role": "worker", "head_ip": "10.0.0.10"})
+    assert code == 0 and not any(a.startswith("--redis-password") for a in host.commands[1])
