@@ -1,0 +1,329 @@
+"""module_utils/redis_store.py against a real redis-server (and, for replies no Redis sends, a fake peer).
+
+The servers listen on 127.0.0.1 only, on a free port, started by `redis_servers` and killed by PID at
+teardown. tests/unit/library/test_ray_store_info.py loads this file for the same fixtures.
+"""
+
+import os
+import re
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+from ansible.module_utils import redis_store as rs
+
+REDIS_SERVER = "/usr/bin/redis-server"
+PASSWORD = "Pw-7f3Qz!horse battery"  # distinctive, so a leak anywhere is found by searching for it
+LOCAL = "127.0.0.1"
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind((LOCAL, 0))
+        return probe.getsockname()[1]
+
+
+class RedisServer:
+    """One redis-server on 127.0.0.1 (no daemon, nothing saved but the AOF in `folder`)."""
+
+    def __init__(self, folder, password=PASSWORD, appendonly=True):
+        self.password = password
+        for _attempt in range(3):  # another process may take the free port before redis-server binds it
+            self.port = free_port()
+            args = [REDIS_SERVER, "--port", str(self.port), "--bind", LOCAL, "--daemonize", "no", "--save", "",
+                    "--appendonly", "yes" if appendonly else "no", "--dir", str(folder), "--logfile", ""]
+            if password:
+                args += ["--requirepass", password]
+            self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            if self._wait_until_ready():
+                return
+            self.stop()
+        pytest.fail(f"redis-server did not start on {LOCAL} (last port {self.port})")
+
+    def _wait_until_ready(self, limit_s=10.0):
+        deadline = time.monotonic() + limit_s
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            try:
+                with self.client() as client:
+                    return client.ping()
+            except rs.StoreError:
+                time.sleep(0.02)
+        return False
+
+    def client(self, **kwargs):
+        return rs.StoreClient(LOCAL, self.port, self.password, timeout=2.0, **kwargs)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, 15)
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, 9)
+                self.proc.wait(5)
+
+
+@pytest.fixture
+def redis_servers(tmp_path):
+    """start(password=PASSWORD, appendonly=True) -> a running RedisServer; all stopped at teardown."""
+    if not os.access(REDIS_SERVER, os.X_OK):
+        pytest.skip(f"{REDIS_SERVER} is missing (apt-get install redis-server): these tests need a real Redis")
+    started = []
+
+    def start(**options):
+        folder = tmp_path / f"redis{len(started)}"
+        folder.mkdir()
+        started.append(RedisServer(folder, **options))
+        return started[-1]
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture
+def redis(redis_servers):
+    return redis_servers()
+
+
+class FakePeer:
+    """A TCP peer on 127.0.0.1 that answers the first request with `reply` (bytes, or a callable that sends),
+    then stays silent (or closes the connection, with close=True)."""
+
+    def __init__(self, reply, close=False):
+        self.reply, self.close_after, self.received = reply, close, b""
+        self.listener = socket.create_server((LOCAL, 0))
+        self.port = self.listener.getsockname()[1]
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        try:
+            conn, _ = self.listener.accept()
+        except OSError:
+            return
+        with conn:
+            try:
+                self.received += conn.recv(65536)
+                if callable(self.reply):
+                    self.reply(conn, self.stopped)
+                else:
+                    conn.sendall(self.reply)
+                if not self.close_after:
+                    self.stopped.wait(10)
+            except OSError:
+                pass  # the client gave up and closed: what the test wants
+
+    def close(self):
+        self.stopped.set()
+        self.listener.close()
+        self.thread.join(10)
+
+
+@pytest.fixture
+def fake_peer():
+    peers = []
+
+    def start(reply, close=False):
+        peers.append(FakePeer(reply, close))
+        return peers[-1]
+
+    yield start
+    for peer in peers:
+        peer.close()
+
+
+def error_of(call, *args, **kwargs):
+    with pytest.raises(rs.StoreError) as caught:
+        call(*args, **kwargs)
+    return caught.value
+
+
+def assert_one_line_without_password(exc, where):
+    text = str(exc)
+    assert "\n" not in text and text.startswith(f"Redis at {where}: "), text
+    assert PASSWORD not in text and all(PASSWORD not in str(a) for a in exc.args), text
+
+
+# --- a real Redis
+
+
+def test_check_with_the_right_password(redis):
+    result = rs.check(LOCAL, redis.port, PASSWORD, "abc")
+    assert re.fullmatch(r"\d+\.\d+\.\d+", result.pop("version"))
+    assert result == {"reachable": True, "aof_enabled": True, "persistence_ok": True, "cluster_data": False}
+
+
+def test_ping_info_and_repr(redis):
+    with redis.client() as client:
+        assert client.ping() is True
+        info = client.info("server")
+        assert info["tcp_port"] == str(redis.port) and info["redis_version"]
+        assert client.info()["aof_enabled"] == "1"  # the default sections include persistence
+        assert repr(client) == f"StoreClient({LOCAL}:{redis.port})"
+        assert PASSWORD not in repr(client) and PASSWORD not in repr(vars(client))
+    assert client._sock is None  # closed by the context manager
+
+
+def test_the_wrong_password_is_refused(redis):
+    exc = error_of(rs.check, LOCAL, redis.port, "not-" + PASSWORD, "abc")
+    assert exc.kind == "auth" and "refused the password" in str(exc)
+    assert "not-" not in str(exc)
+
+
+def test_no_password_where_one_is_needed(redis):
+    exc = error_of(rs.check, LOCAL, redis.port, None, "abc")
+    assert exc.kind == "noauth" and "needs a password" in str(exc)
+
+
+def test_an_unknown_acl_user_is_refused(redis):
+    exc = error_of(rs.check, LOCAL, redis.port, PASSWORD, None, username="nobody")
+    assert exc.kind == "auth" and "refused the password for user nobody" in str(exc)
+    assert_one_line_without_password(exc, f"{LOCAL}:{redis.port}")
+
+
+def test_a_password_for_a_store_without_one(redis_servers):
+    server = redis_servers(password=None)
+    assert rs.check(LOCAL, server.port, None, None)["reachable"] is True
+    exc = error_of(rs.check, LOCAL, server.port, PASSWORD, None)
+    assert exc.kind == "auth" and "the store has none set" in str(exc)
+    assert_one_line_without_password(exc, f"{LOCAL}:{server.port}")
+
+
+def test_a_closed_port_cannot_connect():
+    port = free_port()  # bound, then closed: nothing listens there
+    exc = error_of(rs.check, LOCAL, port, PASSWORD, "abc")
+    assert exc.kind == "connect" and str(exc) == f"Redis at {LOCAL}:{port}: cannot connect (Connection refused)"
+
+
+def test_aof_off_and_on(redis_servers):
+    off = redis_servers(appendonly=False)
+    result = rs.check(LOCAL, off.port, PASSWORD, None)
+    assert result["aof_enabled"] is False and result["persistence_ok"] is False
+    with off.client() as client:
+        assert client.command("CONFIG", "SET", "appendonly", "yes") == "OK"
+        deadline = time.monotonic() + 10  # turning AOF on rewrites it in the background
+        while client.info("persistence").get("aof_rewrite_in_progress") != "0" and time.monotonic() < deadline:
+            time.sleep(0.05)
+    result = rs.check(LOCAL, off.port, PASSWORD, None)
+    assert result["aof_enabled"] is True and result["persistence_ok"] is True
+
+
+def test_namespace_keys_present_and_absent(redis):
+    with redis.client() as client:
+        assert client.namespace_keys("abc") == 0 and client.namespace_keys(None) == 0
+        assert client.command("HSET", "RAYabc@JobTable", "job1", "x") == 1
+        client.command("HSET", "RAYabc@NodeTable", "n1", "x")
+        client.command("HSET", "RAYabcd@JobTable", "job1", "x")  # another namespace, sharing a prefix
+        client.command("SET", "unrelated", "x")
+        assert client.namespace_keys("abc") == 1  # stops at limit=1
+        assert client.namespace_keys("abc", limit=10) == 2
+        assert client.namespace_keys("ab", limit=10) == 0
+        assert client.namespace_keys("a*", limit=10) == 0  # glob characters in a namespace are literal
+        assert client.namespace_keys(None, limit=10) == 3
+        with pytest.raises(ValueError, match="must not contain '@'"):
+            client.namespace_keys("a@b")
+    assert rs.check(LOCAL, redis.port, PASSWORD, "abc")["cluster_data"] is True
+    assert rs.check(LOCAL, redis.port, PASSWORD, "xyz")["cluster_data"] is False
+    assert rs.check(LOCAL, redis.port, PASSWORD, None)["cluster_data"] is True
+
+
+def test_a_server_error_is_one_short_line_and_never_echoes_the_password(redis):
+    with redis.client() as client:
+        exc = error_of(client.command, "NOSUCHCOMMAND", PASSWORD, "x" * 5000)  # Redis repeats the arguments
+        assert exc.kind == "server" and "NOSUCHCOMMAND: ERR unknown command" in str(exc)
+        assert len(str(exc)) < 300 and rs.HIDDEN in str(exc)
+        assert_one_line_without_password(exc, f"{LOCAL}:{redis.port}")
+        assert client.ping() is True  # the connection is still usable after an error reply
+        exc = error_of(client.command, PASSWORD.encode(), "x")  # even as the command's name
+        assert exc.kind == "server" and str(exc).startswith(f"Redis at {LOCAL}:{redis.port}: {rs.HIDDEN}: ERR unknown")
+        assert_one_line_without_password(exc, f"{LOCAL}:{redis.port}")
+
+
+# --- peers that are not (well-behaved) Redis
+
+
+@pytest.mark.parametrize("reply, cause", [
+    (b"$2000000\r\n", "larger than 1048576 bytes"),  # a bulk string it says is huge
+    (b"+" + b"a" * 1_500_000, "larger than 1048576 bytes"),  # a line that never ends
+    (b"*3\r\n" + (b"$600000\r\n" + b"x" * 600000 + b"\r\n") * 3, "larger than 1048576 bytes"),
+    (b"*1\r\n" * 10 + b":1\r\n", "too deep"),
+    (b"HTTP/1.1 400 Bad Request\r\n\r\n", "not RESP2"),
+    (b"$1_0\r\n0123456789\r\n", "not RESP2"),
+    (b"$3\r\nabcde\r\n", "a bad bulk string"),
+    (b"$10\r\nabc", "closed the connection"),
+    (b"*2\r\n-ERR inside\r\n:1\r\n", "an error inside an array"),
+])
+def test_a_huge_or_garbage_reply_is_an_error(fake_peer, reply, cause):
+    peer = fake_peer(reply, close=cause == "closed the connection")
+    client = rs.StoreClient(LOCAL, peer.port, timeout=3.0)
+    started = time.monotonic()
+    exc = error_of(client.ping)
+    assert exc.kind == "protocol" and cause in str(exc), str(exc)
+    assert time.monotonic() - started < 3 and client._sock is None  # answered at once, connection dropped
+
+
+def test_a_silent_or_slow_peer_times_out(fake_peer):
+    silent = fake_peer(b"")
+    exc = error_of(rs.StoreClient(LOCAL, silent.port, timeout=0.3).ping)
+    assert exc.kind == "timeout" and str(exc) == f"Redis at {LOCAL}:{silent.port}: timed out after 0.3s"
+
+    def drip(conn, stop):  # a byte at a time, each well within the timeout: the deadline still holds
+        conn.sendall(b"$100\r\n")
+        while not stop.wait(0.05):
+            conn.sendall(b"x")
+
+    slow = fake_peer(drip)
+    started = time.monotonic()
+    exc = error_of(rs.StoreClient(LOCAL, slow.port, timeout=0.5).ping)
+    assert exc.kind == "timeout" and time.monotonic() - started < 2
+
+
+def test_a_peer_that_repeats_the_password_never_gets_it_shown(fake_peer):
+    peer = fake_peer(f"-ERR odd AUTH {PASSWORD} rejected\r\n".encode())
+    client = rs.StoreClient(LOCAL, peer.port, password=PASSWORD, timeout=2.0)
+    exc = error_of(client.ping)
+    assert exc.kind == "server" and "AUTH failed: ERR odd AUTH <redacted> rejected" in str(exc)
+    assert_one_line_without_password(exc, f"{LOCAL}:{peer.port}")
+    assert PASSWORD.encode() in peer.received  # it was sent, as AUTH's argument, and only there
+
+
+def test_a_long_reply_is_shortened_after_the_password_is_hidden(fake_peer):
+    """Shortening first could cut the password in two and leave its start in the message."""
+    peer = fake_peer(("-ERR " + "y" * 180 + PASSWORD + "z" * 50 + "\r\n").encode())
+    exc = error_of(rs.StoreClient(LOCAL, peer.port, password=PASSWORD, timeout=2.0).ping)
+    assert PASSWORD[:6] not in str(exc) and rs.HIDDEN in str(exc) and str(exc).endswith("...")
+
+
+def test_the_password_is_nowhere_in_results_or_errors(redis):
+    found = []
+    for password in (PASSWORD, "wrong " + PASSWORD, None):
+        try:
+            found.append(repr(rs.check(LOCAL, redis.port, password, "abc")))
+        except rs.StoreError as exc:
+            found += [str(exc), repr(exc), repr(exc.args), repr(vars(exc))]
+    client = redis.client()
+    found += [repr(client), repr(vars(client)), str(vars(client))]
+    assert len(found) >= 9 and not [text for text in found if PASSWORD in text]
+
+
+def test_bad_arguments_raise_before_anything_is_sent():
+    port = free_port()  # nothing listens: a ValueError, not "cannot connect", shows nothing was tried
+    with pytest.raises(ValueError, match="must not contain '@'"):
+        rs.check(LOCAL, port, PASSWORD, "a@b")
+    for bad_port, timeout in ((0, 1.0), (65536, 1.0), (port, 0)):
+        with pytest.raises(ValueError, match="port must be 1-65535 and timeout above 0"):
+            rs.StoreClient(LOCAL, bad_port, PASSWORD, timeout=timeout)
+    assert rs.table_pattern("a*b?[c]\\") == "RAYa\\*b\\?\\[c\\]\\\\@*" and rs.table_pattern(None) == "RAY*@*"
+
+
+def test_ipv6_addresses_are_bracketed():
+    assert rs.address("::1", 6379) == "[::1]:6379" and rs.address("10.0.0.5", 6379) == "10.0.0.5:6379"
+
+
+def test_an_error_is_one_line_whatever_the_user_name(redis):
+    exc = error_of(rs.check, LOCAL, redis.port, PASSWORD, None, username="two\nlines")
+    assert exc.kind == "auth" and str(exc) == f"Redis at {LOCAL}:{redis.port}: refused the password for user two lines"
