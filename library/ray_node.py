@@ -89,6 +89,8 @@ options:
       - Given to C(ray start --head) as C(--redis-password); the state file, the result and any error show its
         digest only, and a new password restarts the head. Ray passes it on to its GCS server's command line,
         so it is visible in the head's process list to root.
+      - With O(state=stopped) and the store in O(env), the cluster's tables are deleted from the store once Ray
+        has stopped (Ray's own cleanup): a head stopped on purpose ends its cluster.
     type: str
   dashboard_url:
     description: The cluster's dashboard, asked which jobs run before a drifted node is restarted.
@@ -166,6 +168,10 @@ busy_jobs:
   returned: when a restart was refused
   type: list
   elements: str
+store_cleared:
+  description: The GCS store namespace whose tables were deleted (O(state=stopped) on a head with a store).
+  returned: when Ray was stopped
+  type: str
 killed_driver_pids:
   description: Orphaned job drivers ended (on stop, on restart, and on a start after Ray died here).
   returned: when Ray was stopped, started or restarted
@@ -250,13 +256,18 @@ def main():
         if not (raylets or drivers or state):
             module.exit_json(changed=False, action="none", reason="Ray is not running", changes=[],
                              ray_version="", killed_driver_pids=[])
-        killed = []
+        killed, cleared = [], None
         if not module.check_mode:
             killed = stop(module, ray_bin, env, remove_sessions=False)
             if os.path.exists(p["state_file"]):
                 os.unlink(p["state_file"])
+            try:
+                cleared = ctl.clear_store(p["env"], p["redis_password"])
+            except Exception as exc:  # noqa: BLE001 - one line; the password is never in Ray's messages
+                module.fail_json(msg=f"Ray stopped, but its tables stay in the GCS store: {exc}".replace(
+                    p["redis_password"] or "\0", "<redacted>"))
         module.exit_json(changed=True, action="stop", reason=f"stopping {len(raylets)} raylet(s), {len(drivers)} driver(s)", changes=[], ray_version="",
-                         killed_driver_pids=killed or drivers)
+                         killed_driver_pids=killed or drivers, store_cleared=cleared)
 
     version = ray_version(module, python, p["ray_version"])
     token_changed = bool(p["token"]) and ctl.keep_token(p["token"], p["token_path"], module.check_mode)

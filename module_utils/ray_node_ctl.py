@@ -254,6 +254,21 @@ def stop(run_command, ray_bin, env, remove_sessions):
     return killed
 
 
+def clear_store(env, password):
+    """Delete this cluster's tables from the GCS store (a head stopped on purpose ends its cluster: a head started
+    later must not come back to the old one's nodes and jobs). env: the head's, with RAY_REDIS_ADDRESS and
+    RAY_external_storage_namespace. Returns the namespace cleared, or None without a store. Raises on failure."""
+    address, namespace = env.get("RAY_REDIS_ADDRESS"), env.get("RAY_external_storage_namespace")
+    if not (address and namespace):
+        return None
+    from ray._private.gcs_utils import cleanup_redis_storage  # Ray's own cleanup (KubeRay's too)
+
+    host, _, port = str(address).rpartition(":")
+    if not cleanup_redis_storage(host.strip("[]"), int(port), password or "", False, str(namespace)):
+        raise RuntimeError(f"the GCS store at {address} did not clear namespace {namespace}")
+    return str(namespace)
+
+
 def plan(running, state, want_fingerprint, cleanup_legacy, restart=False):
     """Decide what to do for state=started.
 

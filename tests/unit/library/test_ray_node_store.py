@@ -48,3 +48,26 @@ def test_a_failed_start_does_not_quote_the_password(host, store_head, capsys):  
 def test_a_worker_gets_no_password_argument(host, store_head, capsys):  # noqa: F811
     code, _ = run(capsys, {**store_head, "role": "worker", "head_ip": "10.0.0.10"})
     assert code == 0 and not any(a.startswith("--redis-password") for a in host.commands[1])
+
+
+def test_stopping_the_head_clears_its_tables_from_the_store(host, store_head, capsys, monkeypatch):  # noqa: F811
+    run(capsys, store_head)
+    cleared = []
+    monkeypatch.setattr("ray._private.gcs_utils.cleanup_redis_storage",
+                        lambda *args: cleared.append(args) or True)
+    code, out = run(capsys, {**store_head, "state": "stopped"})
+    assert code == 0 and out["action"] == "stop" and out["store_cleared"] == STORE_ENV["RAY_external_storage_namespace"]
+    assert cleared == [("10.0.0.9", 6380, PASSWORD, False, "ray-verl-10-0-0-10-6379")]
+
+
+def test_a_store_that_cannot_be_cleared_is_one_line_without_the_password(host, store_head, capsys,  # noqa: F811
+                                                                         monkeypatch):
+    run(capsys, store_head)
+
+    def refused(*args):
+        raise ConnectionError(f"Redis at 10.0.0.9:6380 refused AUTH {PASSWORD}")
+
+    monkeypatch.setattr("ray._private.gcs_utils.cleanup_redis_storage", refused)
+    code, out = run(capsys, {**store_head, "state": "stopped"})
+    assert code == 1 and out["msg"].startswith("Ray stopped, but its tables stay in the GCS store")
+    assert PASSWORD not in json.dumps(out)
