@@ -90,7 +90,7 @@ options:
         digest only, and a new password restarts the head. Ray passes it on to its GCS server's command line,
         so it is visible in the head's process list to root.
       - With O(state=stopped) and the store in O(env), the cluster's tables are deleted from the store once Ray
-        has stopped (Ray's own cleanup): a head stopped on purpose ends its cluster.
+        has stopped (Ray's own cleanup), since a head stopped on purpose ends its cluster.
     type: str
   dashboard_url:
     description: The cluster's dashboard, asked which jobs run before a drifted node is restarted.

@@ -1,6 +1,7 @@
 """plugin_utils/store.py: the GCS store's settings checked before they reach redis.conf or a unit file."""
 
 import pytest
+
 from plugin_utils import store
 
 GOOD = {"bind": "198.18.0.254", "port": 6380, "dir": "/var/lib/ray-verl-store", "config_path": "/etc/ray-verl/store.conf",
