@@ -89,8 +89,9 @@ options:
       - Given to C(ray start --head) as C(--redis-password); the state file, the result and any error show its
         digest only, and a new password restarts the head. Ray passes it on to its GCS server's command line,
         so it is visible in the head's process list to root.
-      - With O(state=stopped) and the store in O(env), the cluster's tables are deleted from the store once Ray
-        has stopped (Ray's own cleanup), since a head stopped on purpose ends its cluster.
+      - With the store in O(env), the cluster's tables are deleted from the store once the head's Ray has stopped
+        (O(state=stopped), or a restart; Ray's own cleanup), since a head stopped on purpose ends its cluster.
+        A head that died and is started again keeps them, and comes back to its cluster.
     type: str
   dashboard_url:
     description: The cluster's dashboard, asked which jobs run before a drifted node is restarted.
@@ -169,8 +170,8 @@ busy_jobs:
   type: list
   elements: str
 store_cleared:
-  description: The GCS store namespace whose tables were deleted (O(state=stopped) on a head with a store).
-  returned: when Ray was stopped
+  description: The GCS store namespace whose tables were deleted (a head with a store, stopped or restarted).
+  returned: when Ray was stopped or restarted
   type: str
 killed_driver_pids:
   description: Orphaned job drivers ended (on stop, on restart, and on a start after Ray died here).
@@ -318,6 +319,12 @@ def main():
     result["killed_driver_pids"] = []
     if action == "restart":
         result["killed_driver_pids"] = stop(module, ray_bin, env, remove_sessions=state is None)
+        # A restarted head starts a new cluster: the old one's tables must not come back from the store.
+        try:
+            result["store_cleared"] = ctl.clear_store(p["env"], p["redis_password"]) if p["role"] == "head" else None
+        except Exception as exc:  # noqa: BLE001 - one line; the password is never in Ray's messages
+            module.fail_json(msg=f"the GCS store could not be cleared for the new head: {exc}".replace(
+                p["redis_password"] or "\0", "<redacted>"), **result)
     elif action == "start":
         # Drivers left running when Ray died here belong to jobs the cluster has lost: end them before rejoining.
         result["killed_driver_pids"] = ctl.kill_pids(ctl.find_job_drivers())

@@ -235,6 +235,10 @@ class JobStatus:
         if recorded is not None and recorded.final:
             self.__dict__.update(recorded.copy().__dict__)
             return Merge.ALREADY_FINAL
+        # An outage another run noted meanwhile is kept (one entry per head that came back).
+        for outage in recorded.outages if recorded is not None else []:
+            if all(mine.get("to") != outage.get("to") for mine in self.outages):
+                self.outages.append(copy.deepcopy(outage))
         given = not self.reason and ((recorded.reason if recorded is not None else None)
                                      or (self.final and self.ray_status == "STOPPED" and stop_request))
         if given:

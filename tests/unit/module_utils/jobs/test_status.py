@@ -138,3 +138,12 @@ def test_the_published_schema_matches_the_model_and_accepts_what_the_module_writ
     validator.validate(json.loads(json.dumps(written.to_dict())))
     assert not validator.is_valid({"submission_id": "a-1", "state": "DONE"})
     assert not validator.is_valid({"submission_id": "a-1", "state": "RUNNING", "final": "no"})
+
+
+def test_an_outage_another_run_noted_meanwhile_is_kept():
+    mine = JobStatus("j-1", state="RUNNING", outages=[{"from": 1, "to": 5, "seconds": 0.004, "seen_by": "wait"}])
+    theirs = JobStatus("j-1", state="RUNNING", outages=[
+        {"from": 2, "to": 5, "seconds": 0.003, "seen_by": "reconcile"},
+        {"from": 7, "to": 9, "seconds": 0.002, "seen_by": "reconcile"}])
+    assert mine.merge(theirs) is Merge.WRITE
+    assert [(o["to"], o["seen_by"]) for o in mine.outages] == [(5, "wait"), (9, "reconcile")]
