@@ -286,7 +286,8 @@ def main():
     token_digest = ctl.digest(p["token"]) if p["token"] else None
     want = {"argv": argv, "env": recorded_env, "ray_version": version, "token_digest": token_digest,
             "fingerprint": ctl.fingerprint(argv, recorded_env, version, token_digest)}
-    action, reason = ctl.plan(bool(raylets), state, want["fingerprint"], p["cleanup_legacy"], p["restart"])
+    gcs_alive = p["role"] != "head" or not raylets or bool(ctl.find_gcs_servers())
+    action, reason = ctl.plan(bool(raylets), state, want["fingerprint"], p["cleanup_legacy"], p["restart"], gcs_alive)
     changes = ctl.diff_state(state, want)
     result = {"action": action, "reason": reason, "changes": changes, "ray_version": version, "argv": argv}
     if action == "none":
@@ -325,6 +326,8 @@ def main():
         except Exception as exc:  # noqa: BLE001 - one line; the password is never in Ray's messages
             module.fail_json(msg=f"the GCS store could not be cleared for the new head: {exc}".replace(
                 p["redis_password"] or "\0", "<redacted>"), **result)
+    elif action == "start" and raylets:  # what is left of a head whose GCS server died
+        result["killed_driver_pids"] = stop(module, ray_bin, env, remove_sessions=False)
     elif action == "start":
         # Drivers left running when Ray died here belong to jobs the cluster has lost: end them before rejoining.
         result["killed_driver_pids"] = ctl.kill_pids(ctl.find_job_drivers())

@@ -186,6 +186,12 @@ def find_raylets(proc_root="/proc"):
                   if _read(os.path.join(d, "comm")).strip() == b"raylet")
 
 
+def find_gcs_servers(proc_root="/proc"):
+    """PIDs of GCS servers visible on this host (a head's)."""
+    return sorted(pid for pid, d in _proc_entries(proc_root)
+                  if _read(os.path.join(d, "comm")).strip() == b"gcs_server")
+
+
 def process_environ(pid, proc_root="/proc"):
     """A process's environment as a dict ({} when it cannot be read)."""
     pairs = _read(os.path.join(proc_root, str(pid), "environ")).split(b"\0")
@@ -269,11 +275,13 @@ def clear_store(env, password):
     return str(namespace)
 
 
-def plan(running, state, want_fingerprint, cleanup_legacy, restart=False):
+def plan(running, state, want_fingerprint, cleanup_legacy, restart=False, gcs_alive=True):
     """Decide what to do for state=started.
 
     Returns (action, reason); action is one of "none", "start", "restart", "refuse_legacy".
-    Whether jobs run in the way of a restart is the caller's question, asked only then.
+    Whether jobs run in the way of a restart is the caller's question, asked only then. gcs_alive: False for a
+    head whose raylet outlived its GCS server (it exits when its store goes away): it is started again like a
+    head that died, so it comes back to the store's tables.
     """
     if not running:
         return "start", "Ray is not running" if not state else "Ray died; rejoining"
@@ -281,6 +289,8 @@ def plan(running, state, want_fingerprint, cleanup_legacy, restart=False):
         if not cleanup_legacy:
             return "refuse_legacy", "Ray runs here but was not started by this project"
         return "restart", "replacing a Ray left by an earlier setup"
+    if not gcs_alive:
+        return "start", "the head's GCS server died; starting the head again"
     if state.get("fingerprint") == want_fingerprint and not restart:
         return "none", "healthy"
     reason = "restart requested" if restart and state.get("fingerprint") == want_fingerprint else \

@@ -18,6 +18,7 @@ class Host:
 
     def __init__(self):
         self.raylets, self.drivers, self.killed = [], [], []
+        self.gcs_died = False  # a head whose GCS server exited while its raylet lives on
         self.commands, self.environs = [], []
         self.version = (0, "2.60.0\n", "")
         self.start = (0, "Ray runtime started.", "")
@@ -47,6 +48,7 @@ def host(monkeypatch):
     fake = Host()
     monkeypatch.setattr(AnsibleModule, "run_command", lambda module, args, **kw: fake.run_command(args, **kw))
     monkeypatch.setattr(ray_node.ctl, "find_raylets", lambda: list(fake.raylets))
+    monkeypatch.setattr(ray_node.ctl, "find_gcs_servers", lambda: [] if fake.gcs_died else list(fake.raylets))
     monkeypatch.setattr(ray_node.ctl, "find_job_drivers", lambda: list(fake.drivers))
     monkeypatch.setattr(ray_node.ctl, "kill_pids", fake.kill_pids)
     return fake

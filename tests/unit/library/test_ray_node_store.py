@@ -74,3 +74,15 @@ def test_a_store_that_cannot_be_cleared_is_one_line_without_the_password(host, s
     code, out = run(capsys, {**store_head, "state": "stopped"})
     assert code == 1 and out["msg"].startswith("Ray stopped, but its tables stay in the GCS store")
     assert PASSWORD not in json.dumps(out)
+
+
+def test_a_head_whose_gcs_server_died_is_started_again_keeping_the_stores_tables(host, store_head, capsys,  # noqa: F811
+                                                                                 monkeypatch):
+    # Ray's GCS server exits when its store goes away (a store restarted); the head's raylet lives on a while.
+    run(capsys, store_head)
+    host.gcs_died = True
+    cleared = []
+    monkeypatch.setattr("ray._private.gcs_utils.cleanup_redis_storage", lambda *args: cleared.append(args) or True)
+    code, out = run(capsys, store_head)
+    assert code == 0 and out["action"] == "start" and "GCS server died" in out["reason"]
+    assert [c[1] for c in host.commands[-2:]] == ["stop", "start"] and cleared == []
