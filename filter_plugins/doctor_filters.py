@@ -18,8 +18,9 @@ def _control_ray():
         return None
 
 
-def ray_doctor_report(hosts, hostvars, head, ray_nodes, min_free_gb=5, max_skew_s=5):
-    """{lines, problems}: the table (a line per node) and one line per node, check and fix that is wrong."""
+def ray_doctor_report(hosts, hostvars, head, ray_nodes, min_free_gb=5, max_skew_s=5, store=None):
+    """{lines, problems}: the table (a line per node) and one line per node, check and fix that is wrong.
+    store: the GCS store's address, namespace, reconnect window and the head's check of it (None: no store)."""
     facts, problems = {}, []
     for host in hosts:
         found = hostvars[host].get("doctor_facts") or {}
@@ -35,7 +36,9 @@ def ray_doctor_report(hosts, hostvars, head, ray_nodes, min_free_gb=5, max_skew_
     control = {"python": platform.python_version(), "ray": _control_ray(), "clock": clock}
     columns, rows, found_problems, notes = doctor.compare(facts, head, control, ray_gpus, float(min_free_gb),
                                                           float(max_skew_s))
-    return {"lines": doctor.table(columns, rows) + notes, "problems": problems + found_problems}
+    store_line, store_problems = doctor.store_check(store, facts, head)
+    return {"lines": doctor.table(columns, rows) + notes + [store_line],
+            "problems": problems + found_problems + store_problems}
 
 
 class FilterModule:

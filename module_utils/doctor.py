@@ -95,3 +95,42 @@ def table(columns, rows):
     lines = [[host] + [str(rows[host].get(c, "")) for c in columns] for host in rows]
     widths = [max(len(str(r[i])) for r in [header, *lines]) for i in range(len(header))]
     return ["  ".join(str(v).ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in [header, *lines]]
+
+
+def store_check(store, facts, head):
+    """(line, problems) for the GCS store, when the cluster has one (store: None otherwise).
+
+    store: {"address", "namespace", "reconnect_s", "check": the head's ray_store_info result}. The store must
+    answer the head with the password, keep its data (append-only file), and the head's Ray must really use it:
+    its raylet runs with the store's address and namespace, and the store holds that namespace's tables.
+    Every worker's raylet must wait for a head that went away (RAY_gcs_rpc_server_reconnect_timeout_s)."""
+    if not store:
+        return "GCS store: none (a dead head ends every job; docs/fault-tolerance.md)", []
+    where, check, problems = store["address"], store.get("check") or {}, []
+    if check.get("failed") or "reachable" not in check:
+        why = check.get("msg") or "no answer"
+        fix = ("the store runs with another password than the control host's ray_store_control_password_path: "
+               "restart it so it reads the configuration up.yml wrote" if "password" in why
+               else "start it with up.yml; is the store host up?")
+        return f"GCS store {where}: NOT USABLE", [f"{head}: store: {why} ({fix})"]
+    if not check.get("persistence_ok"):
+        problems.append(f"{head}: store: {where} does not keep its data on disk (appendonly off or failing): a "
+                        "restarted store forgets the cluster (re-run up.yml; check the store host's disk)")
+    env = (facts.get(head) or {}).get("raylet_env") or {}
+    if env.get("RAY_REDIS_ADDRESS") != where or env.get("RAY_external_storage_namespace") != store["namespace"]:
+        problems.append(f"{head}: store: the head's Ray was not started with the store {where} (namespace "
+                        f"{store['namespace']}): re-run up.yml (it restarts the head)")
+    elif not check.get("cluster_data"):
+        problems.append(f"{head}: store: {where} holds no tables of namespace {store['namespace']}: the head's "
+                        "GCS is not writing there (re-run up.yml)")
+    for host, found in sorted(facts.items()):
+        if host == head:
+            continue
+        wait = ((found or {}).get("raylet_env") or {}).get("RAY_gcs_rpc_server_reconnect_timeout_s")
+        if wait != str(store["reconnect_s"]):
+            problems.append(f"{host}: store: its raylet waits {wait or 'the default 60'} s for a head that went "
+                            f"away, not {store['reconnect_s']} s: re-run up.yml (it restarts the worker)")
+    line = (f"GCS store {where}: Redis {check.get('version')}, append-only file "
+            f"{'on' if check.get('persistence_ok') else 'NOT OK'}, namespace {store['namespace']} "
+            f"{'in use by the head' if check.get('cluster_data') else 'EMPTY'}")
+    return line, problems

@@ -22,6 +22,20 @@ def test_a_healthy_lab_passes_with_a_row_per_node():
     for host in ("lab-head", "lab-worker1", "lab-worker2"):
         assert f"- {host} 3.11" in out, host
     assert "sees all" in out and "!!" not in out
+    # The lab's GCS store (lab-store): the head reaches it with the password and its Ray writes its tables there.
+    assert "GCS store 198.18.0.254:6380: Redis 7." in out and "append-only file on" in out, run
+    assert "in use by the head" in out, run
+
+
+def test_a_store_that_refuses_the_password_is_named_with_the_fix(tmp_path):
+    other = tmp_path / "store_password"
+    other.write_text("0" * 64 + "\n")
+    run = playbook("doctor.yml", "-e", f"ray_store_control_password_path={other}")
+    assert run.rc != 0, run
+    out = flat(run.out)
+    assert "lab-head: store: Redis at 198.18.0.254:6380: refused the password" in out, run
+    assert "the store runs with another password than the control host's" in out
+    assert "0" * 64 not in run.out
 
 
 def test_a_drifted_worker_is_named_with_the_check_and_the_fix():
