@@ -345,33 +345,3 @@ def test_a_head_without_the_shared_root_mounted_submits_nothing():
     sid = new_id("remounted")
     run = playbook("submit.yml", "-e", "spec=smoke", "-e", f"submission_id={sid}", "-e", "wait=true")
     assert run.rc == 0 and status(sid)["state"] == "SUCCEEDED", run
-
-
-# Every process on the lab's head but its sshd and this shell: the head host "crashes".
-KILL_THE_HEAD = ("for p in $(ps -eo pid=,comm= | awk '$2 != \"sshd\" && $2 != \"bash\" && $2 != \"sh\" "
-                 "&& $2 != \"ps\" && $2 != \"awk\" {print $1}'); do kill -9 $p 2>/dev/null; done; true")
-
-
-def test_a_head_killed_mid_job_is_healed_and_its_record_finalised():
-    assert playbook("up.yml").rc == 0
-    sid = start_long_job("headkill", "sleep 600")
-    driver_id = ray_jobs()[sid].driver_node_id
-    driver_host = next(h for h, i in IPS.items() if i == next(n["node_ip"] for n in nodes() if n["node_id"] == driver_id))
-    before = hashes(sid)
-    ssh(HEAD, KILL_THE_HEAD)
-    assert "raylet" not in ssh(HEAD, "ps -eo comm=")
-    healed = playbook("up.yml")
-    assert healed.rc == 0, healed
-    assert re.search(rf"finalised as FAILED: [^;]*\b{sid}\b", healed.out), healed
-    st = status(sid)
-    assert st["state"] == "FAILED" and st["final"] and st["reason"] == "HEAD_RESTARTED", st
-    assert st["diagnosis"]["kind"] == "head_restarted" and st["submitted_at"], st
-    after = hashes(sid)
-    assert {k: v for k, v in after.items() if k in before and k != "status.json"} == \
-        {k: v for k, v in before.items() if k != "status.json"}  # nothing already in the record is lost
-    assert "sleep 600" not in ssh(driver_host, "ps -eo args=")  # the orphaned driver was ended
-    shown = playbook("job.yml", "-e", f"id={sid}")
-    assert shown.rc == 0 and "FAILED (HEAD_RESTARTED)" in shown.out, shown
-    again = playbook("up.yml")
-    assert again.rc == 0 and "finalised as FAILED" not in again.out, again
-
