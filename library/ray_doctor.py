@@ -10,7 +10,7 @@ description:
     shared root - Python and package versions as Ray's workers here import them (the raylet's own
     environment), the digest of each verl code snapshot as this node sees it, the GPUs nvidia-smi
     shows, free space on the shared root, the clock, the interface that routes to the head and the
-    raylet's NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME.
+    raylet's NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME and GCS store settings (module_utils/doctor.py RAYLET_VARS).
   - With O(phase=read), reads every node's probe file, proving that each node sees what every other
     node wrote (not only that something is mounted).
 options:
@@ -126,7 +126,7 @@ def facts(module, p):
     return {"python": versions["python"], "packages": versions["packages"], "snapshots": snapshots,
             "gpus_present": gpus, "iface": ctl.interface_to(module.run_command, p["head_ip"]),
             "node_ip": p["node_ip"],
-            "raylet_env": {k: v for k, v in (env or {}).items() if k in ctl.SOCKET_VARS} if env else None,
+            "raylet_env": {k: v for k, v in (env or {}).items() if k in doctor.RAYLET_VARS} if env else None,
             "free_gb": usage.f_bavail * usage.f_frsize / 2**30, "clock": time.time(),
             "probe": probe if not module.check_mode else None}
 

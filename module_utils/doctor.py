@@ -7,6 +7,10 @@ node's facts side by side and names each node, check and fix that is wrong. Pure
 
 from ansible.module_utils.ray_node_ctl import SOCKET_VARS
 
+# The raylet environment variables the doctor reads (only these leave the node: the rest may hold secrets).
+STORE_VARS = ("RAY_REDIS_ADDRESS", "RAY_external_storage_namespace", "RAY_gcs_rpc_server_reconnect_timeout_s")
+RAYLET_VARS = (*SOCKET_VARS, *STORE_VARS)
+
 # Packages whose versions must agree between nodes (absent on every node is fine).
 PACKAGES = ("ray", "torch", "verl", "vllm", "sglang", "transformers")
 
