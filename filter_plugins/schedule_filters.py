@@ -1,4 +1,5 @@
-"""Filters of the regression_schedule role: validated settings, a cron job, a systemd ExecStart."""
+"""Filters of the regression_schedule role (the nightly regression and the job watcher): validated settings,
+a cron job, the unit files' text."""
 
 import os
 import sys
@@ -10,7 +11,7 @@ from plugin_utils import schedule
 
 
 def regression_schedule(values):
-    """The role's settings (a dict of regression_schedule_* without the prefix), validated."""
+    """The role's settings (a dict of regression_schedule_* without the prefix, with its kind), validated."""
     try:
         return schedule.settle(**values)
     except schedule.ScheduleError as exc:
@@ -21,4 +22,4 @@ class FilterModule:
     def filters(self):
         return {"regression_schedule": regression_schedule,
                 "regression_schedule_cron_job": schedule.cron_job,
-                "regression_schedule_exec": schedule.systemd_exec}
+                "regression_schedule_unit": schedule.systemd_unit}

@@ -1,6 +1,6 @@
-"""The regression runner's own: its lock and its retention, on the control host (scripts/regression.py).
+"""The control host's runners: their lock (scripts/regression.py, scripts/watch.py) and the regression's retention.
 
-What a run writes is module_utils/regression_report.py's (the report module runs it on the head).
+What a regression run writes is module_utils/regression_report.py's (the report module runs it on the head).
 """
 
 import fcntl
@@ -21,9 +21,9 @@ def retention(run_dirs, keep):
 
 
 class LockHeld(Exception):
-    """Another regression runner holds the lock."""
+    """Another runner of the same kind (a regression, a watcher pass) holds the lock."""
 
-    def __init__(self, path, holder):
+    def __init__(self, path, holder, kind="regression"):
         self.path, self.holder = path, holder
         if holder:
             since = iso_time(holder["started_at"]) if isinstance(holder.get("started_at"), (int, float)) else "?"
@@ -31,19 +31,21 @@ class LockHeld(Exception):
                    f"since {since}")
         else:  # it has the lock but has not written its name yet
             who = "a process that has not recorded itself yet"
-        super().__init__(f"regression lock {path} is held by {who}")
+        super().__init__(f"{kind} lock {path} is held by {who}")
 
 
 class RunLock:
-    """An exclusive, non-blocking flock on `path` for one regression runner on the control host.
+    """An exclusive, non-blocking flock on `path` for one runner of a kind on the control host.
+
+    `kind` only names the lock in LockHeld's message ("regression lock ... is held by ...").
 
     flock belongs to the open file description, so the kernel drops it when the holder's
     process dies, however it dies: a crashed runner never leaves a stale lock behind. The file
     itself stays; it only tells the next runner who holds the lock.
     """
 
-    def __init__(self, path, run_id):
-        self.path, self.run_id = path, run_id
+    def __init__(self, path, run_id, kind="regression"):
+        self.path, self.run_id, self.kind = path, run_id, kind
         self._fd = None
 
     def acquire(self):
@@ -53,7 +55,7 @@ class RunLock:
         except BlockingIOError:
             holder = _read_holder(fd)
             os.close(fd)
-            raise LockHeld(self.path, holder) from None
+            raise LockHeld(self.path, holder, self.kind) from None
         holder = {"pid": os.getpid(), "host": socket.gethostname(), "run_id": self.run_id,
                   "started_at": int(time.time() * 1000)}  # epoch ms, like the records
         # Written in place, not by rename: a new file would be a different, unlocked inode.

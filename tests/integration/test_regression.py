@@ -1,4 +1,5 @@
-"""regression.yml, scripts/regression.py and schedule.yml on the lab (issue: scheduled regressions)."""
+"""regression.yml, scripts/regression.py, schedule.yml and watch_schedule.yml on the lab (scheduled regressions;
+issue 21: the job watcher's timer)."""
 
 import json
 import os
@@ -94,3 +95,25 @@ def test_schedule_installs_and_removes_idempotently():
     assert "ray-verl-regression" not in crontab()
     again = playbook("schedule.yml", "-e", "state=absent")
     assert again.rc == 0 and again.changed("localhost") == 0, again
+
+
+def test_watch_schedule_installs_and_removes_only_its_own_entry():
+    """The job watcher's timer (cron here: no systemd), beside the nightly regression's, which it leaves alone."""
+    assert playbook("schedule.yml").rc == 0
+    try:
+        install = playbook("watch_schedule.yml", "-e", "watch_schedule_every_min=10")
+        assert install.rc == 0 and install.changed("localhost") == 1, install
+        assert "#Ansible: ray-verl-watch\n*/10 * * * * " in crontab()
+        assert "scripts/watch.py --inventory " in crontab() and "> /var/log/ray-verl-watch.log 2>&1" in crontab()
+        again = playbook("watch_schedule.yml", "-e", "watch_schedule_every_min=10")
+        assert again.rc == 0 and again.changed("localhost") == 0, again
+        refused = playbook("watch_schedule.yml", "-e", "watch_schedule_name=ray-verl-regression", "-e", "state=absent")
+        assert refused.rc != 0 and "watch_schedule_name: must start with ray-verl-watch" in refused.out, refused
+        remove = playbook("watch_schedule.yml", "-e", "state=absent")
+        assert remove.rc == 0 and remove.changed("localhost") == 1, remove
+        assert "ray-verl-watch" not in crontab() and "#Ansible: ray-verl-regression" in crontab()
+        again = playbook("watch_schedule.yml", "-e", "state=absent")
+        assert again.rc == 0 and again.changed("localhost") == 0, again
+    finally:
+        playbook("watch_schedule.yml", "-e", "state=absent")
+        playbook("schedule.yml", "-e", "state=absent")

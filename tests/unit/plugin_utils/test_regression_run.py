@@ -67,3 +67,13 @@ def test_lock_held_by_child_is_reported_and_freed_when_it_dies(tmp_path):
     # The kernel dropped the dead child's lock; its holder info is still there but stale.
     with run.RunLock(path, "parent-run"):
         assert json.loads(Path(path).read_text())["run_id"] == "parent-run"
+
+
+def test_the_lock_says_which_runner_holds_it(tmp_path):
+    """The job watcher's passes take the same lock under their own name (scripts/watch.py)."""
+    path = str(tmp_path / "watch.lock")
+    with run.RunLock(path, "watch-1", kind="watch"):
+        with pytest.raises(run.LockHeld) as info:
+            run.RunLock(path, "watch-2", kind="watch").acquire()
+        assert str(info.value).startswith(f"watch lock {path} is held by pid {os.getpid()}")
+        assert "run watch-1" in str(info.value)
