@@ -27,6 +27,13 @@ description:
     (module_utils/checkpoints.py); the first job's status.json lists its C(attempts), each attempt's names
     C(attempt_of) and C(resumed_from). O(action=resume) does the same by hand (O(action=attempt) is its module
     half, which names the next attempt and returns the record's spec, changing nothing).
+  - O(action=stacks) takes the Python stacks of a running job's processes (its driver and its actors, through the
+    dashboard's C(/worker/traceback), which runs C(py-spy dump) on each process's node) into its record, redacted,
+    one file per process under C(debug/stacks/<UTC time>/), and says in one line what each waits in
+    (module_utils/jobs/stacks.py). The head's Ray must run with C(RAY_DASHBOARD_ENABLE_PROFILING=1) (the project's
+    C(ray_node_env) sets it), else it fails in one line naming that fix. A process that gives no stack in time (a
+    stopped one) is noted as such; a job that is not running fails in one line; in check mode nothing is taken and
+    the result says which processes would be.
   - Runs on the head with a Python that has Ray; clears RAY_ADDRESS and proxy variables first.
   - This file keeps the documentation and main(); the work is in C(module_utils/jobs/), one file per concern. The
     record's status.json is read and written only as the typed model in C(module_utils/jobs/status.py), whose JSON
@@ -44,7 +51,7 @@ options:
       - What to do. C(resume) is the action plugin's only (it calls the module's C(attempt), then C(submit));
         C(attempt) is the module's only.
     type: str
-    choices: [submit, wait, status, stop, logs, reconcile, resume, attempt]
+    choices: [submit, wait, status, stop, logs, stacks, reconcile, resume, attempt]
     default: submit
   spec:
     description:
@@ -138,6 +145,11 @@ EXAMPLES = r"""
     action: stop
     submission_id: sft-20261122T120000Z-a1b2c3
 
+- name: Job | Take the Python stacks of a running job's processes
+  ray_job:
+    action: stacks
+    submission_id: sft-20261122T120000Z-a1b2c3
+
 - name: Records | Finalise the records of jobs a restarted head forgot
   ray_job:
     action: reconcile
@@ -192,6 +204,31 @@ log_tail:
   description: The end of the driver log (action=logs).
   returned: when action=logs
   type: str
+stacks:
+  description: (stacks) The stacks taken; in check mode, the processes whose stacks would be (nothing is written).
+  returned: when action=stacks
+  type: dict
+  contains:
+    dir:
+      description: This dump's folder relative to the record, C(debug/stacks/<UTC time>); null when nothing was taken.
+      type: str
+    files:
+      description: One file per process relative to the record, C(debug/stacks/<UTC time>/<node_ip>-<pid>-<name>.txt).
+      type: list
+      elements: str
+    summary:
+      description:
+        - One line for every process, e.g. C(driver waits in ray.get; TrainingWorker pid 123 on 198.18.0.11 waits in
+          all_reduce (gloo)); a process without a stack says why (it timed out, as a stopped one does).
+      type: str
+    lines:
+      description: One line per process, what it waits in.
+      type: list
+      elements: str
+    processes:
+      description: The processes asked, each with C(role) (driver or actor), C(name), C(pid), C(node_ip), C(node_id), C(state).
+      type: list
+      elements: dict
 finalized:
   description: (reconcile) Ids whose records were finalised as FAILED (HEAD_RESTARTED); in check mode, would be.
   returned: when action=reconcile

@@ -14,12 +14,13 @@ ACTIONS = {
     "status": ("both", "bring the record up to date with Ray and show it"),
     "stop": ("both", "stop a running job for stop_reason and finalise its record"),
     "logs": ("both", "the end of the driver log"),
+    "stacks": ("both", "the Python stacks of a running job's processes into its record (debug/stacks/)"),
     "reconcile": ("both", "finalise the records of jobs a restarted head forgot"),
     "resume": ("action", "submit the next attempt from the newest whole checkpoint and follow it"),
     "attempt": ("module", "name the next attempt and return the record's spec (resume's module half)"),
 }
 # The actions that name a job (submission_id required).
-NEEDS_ID = ("wait", "status", "stop", "logs", "resume", "attempt")
+NEEDS_ID = ("wait", "status", "stop", "logs", "resume", "attempt", "stacks")
 # What a person asks of one job (job.yml -e do=...): those that name a job, but the module's own.
 PER_JOB = tuple(a for a in NEEDS_ID if ACTIONS[a][0] != "module")
 

@@ -5,14 +5,14 @@ import os
 from ansible.module_utils import conventions
 from ansible.module_utils import jobspec as js
 from ansible.module_utils import ray_cluster as rc
-from ansible.module_utils.jobs import attempts, follow, options, reconcile, submit
+from ansible.module_utils.jobs import attempts, follow, options, reconcile, stacks, submit
 from ansible.module_utils.jobs.job import Failed, Job
 from ansible.module_utils.jobs.record import LockTimeout
 from ansible.module_utils.jobs.status import RecordError
 
 UNREACHABLE = "cannot talk to Ray's job API"
 ACTIONS = {"wait": follow.follow, "stop": follow.stop, "status": follow.status_action, "logs": follow.logs_action,
-           "attempt": attempts.attempt_action}
+           "attempt": attempts.attempt_action, "stacks": stacks.stacks_action}
 
 
 def run(module):

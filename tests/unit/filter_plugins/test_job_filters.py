@@ -6,7 +6,7 @@ from ansible.module_utils.jobs import options
 from job_filters import ray_verl_checked_job_action
 
 
-@pytest.mark.parametrize("action", ["status", "stop", "logs", "wait", "resume"])
+@pytest.mark.parametrize("action", ["status", "stop", "logs", "wait", "resume", "stacks"])
 def test_what_a_person_asks_of_one_job_passes(action):
     assert ray_verl_checked_job_action(action) == action
 
@@ -15,7 +15,7 @@ def test_what_a_person_asks_of_one_job_passes(action):
 def test_anything_else_is_one_line_naming_do_and_the_choices(action):
     with pytest.raises(AnsibleFilterError) as exc:
         ray_verl_checked_job_action(action)
-    assert str(exc.value) == "do: must be one of wait, status, stop, logs, resume"
+    assert str(exc.value) == "do: must be one of wait, status, stop, logs, resume, stacks"
 
 
 def test_the_choices_are_the_options_tables():
