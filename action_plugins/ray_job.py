@@ -139,6 +139,8 @@ class ActionModule(ActionBase):
             if reconciled.get("finalized"):
                 self._show(reconciled.get("msg", ""))
             return {**result, **reconciled}
+        if args["action"] == "watch":
+            return {**result, **self._watch(module, connection["ray_config"])}
         return {**result, **module(action=args["action"], submission_id=args["submission_id"],
                                    stop_reason=args["stop_reason"])}
 
@@ -215,8 +217,29 @@ class ActionModule(ActionBase):
             last = self._resume(module, last["submission_id"], spec, ray_config, poll_s, planned)
         return last
 
-    def _resume(self, module, submission_id, spec, ray_config, poll_s, planned=None):
-        """Submit the next attempt resuming submission_id (from its newest whole checkpoint), and follow it."""
+    def _watch(self, module, ray_config):
+        """One watcher pass (the module's), then the next attempt of each job it found failed and retryable:
+        submitted, not followed (the next pass follows it, like any open record)."""
+        watched = module(action="watch")
+        if watched.get("failed"):
+            return watched
+        for hung in watched.get("hung", []):
+            self._show(f"{hung['submission_id']}: hung: {hung.get('summary') or 'no stacks'}")
+        for sid in watched.get("retry", []):
+            planned = module(action="attempt", submission_id=sid)
+            policy = (planned.get("status") or {}).get("retries") or {}
+            if planned.get("failed") or planned.get("newest") not in (None, sid) \
+                    or planned.get("attempts_made", 0) >= (policy.get("max") or 0):
+                continue
+            submitted = self._resume(module, sid, None, ray_config, 0, planned, follow_it=False)
+            watched.setdefault("attempts", []).append(submitted.get("submission_id") or sid)
+            watched["changed"] = True
+        self._show(watched.get("msg", ""))
+        return watched
+
+    def _resume(self, module, submission_id, spec, ray_config, poll_s, planned=None, follow_it=True):
+        """Submit the next attempt resuming submission_id (from its newest whole checkpoint), and follow it
+        (unless follow_it is false: then the submission's result)."""
         planned = planned or module(action="attempt", submission_id=submission_id)
         if planned.get("failed"):
             return planned
@@ -238,6 +261,8 @@ class ActionModule(ActionBase):
         where = (f"{resumed['path']} (step {resumed.get('step')})" if resumed.get("path")
                  else "the start (it saved no checkpoint)")
         self._show(f"{attempt.submission_id}: submitted, resuming {submission_id} from {where}")
+        if not follow_it:
+            return submitted
         return self._follow(module, attempt.submission_id, attempt.output_dir, poll_s)
 
     def _with_site_secret_names(self, ray_config):

@@ -27,6 +27,14 @@ description:
     (module_utils/checkpoints.py); the first job's status.json lists its C(attempts), each attempt's names
     C(attempt_of) and C(resumed_from). O(action=resume) does the same by hand (O(action=attempt) is its module
     half, which names the next attempt and returns the record's spec, changing nothing).
+  - O(action=wait) and O(action=watch) track a running job's progress (the record's C(progress)); a job whose verl
+    step has not moved for its C(timeouts.stall_s) (a job without steps, whose log has not grown; by default ten
+    times its median step, at least 900 s) is hung. The stacks of its processes go into C(debug/stacks/), the record's
+    C(stall) says what they show, and the spec's C(timeouts.on_stall) (or C(retries.on) hung) decides whether the
+    job is stopped (FAILED, reason HUNG, diagnosis hung) or only reported.
+  - O(action=watch) is one pass over every record that is not final (C(watch.yml), run by a timer); it does for each
+    what a wait would, so no job needs a follower; the action plugin then submits, without following, the next
+    attempt of each job its spec retries. A record that cannot be read is reported, never changed.
   - O(action=stacks) takes the Python stacks of a running job's processes (its driver and its actors, through the
     dashboard's C(/worker/traceback), which runs C(py-spy dump) on each process's node) into its record, redacted,
     one file per process under C(debug/stacks/<UTC time>/), and says in one line what each waits in
@@ -51,7 +59,7 @@ options:
       - What to do. C(resume) is the action plugin's only (it calls the module's C(attempt), then C(submit));
         C(attempt) is the module's only.
     type: str
-    choices: [submit, wait, status, stop, logs, stacks, reconcile, resume, attempt]
+    choices: [submit, wait, status, stop, logs, stacks, reconcile, watch, resume, attempt]
     default: submit
   spec:
     description:
@@ -158,15 +166,15 @@ EXAMPLES = r"""
 RETURN = r"""
 submission_id:
   description: The job's id.
-  returned: for every action but reconcile
+  returned: for every action but reconcile and watch
   type: str
 state:
   description: PENDING, RUNNING, SUCCEEDED, FAILED or STOPPED (a job stopped for a timeout is FAILED).
-  returned: for every action but reconcile
+  returned: for every action but reconcile and watch
   type: str
 done:
   description: The job has ended and its record is final.
-  returned: for every action but reconcile
+  returned: for every action but reconcile and watch
   type: bool
 existed:
   description: (submit) The id existed already; nothing was submitted.
@@ -174,7 +182,7 @@ existed:
   type: bool
 record:
   description: The job's record directory.
-  returned: for every action but reconcile
+  returned: for every action but reconcile and watch
   type: str
 progress:
   description: One line saying where the job is (state, time in that state, newest verl step line; secrets redacted).
@@ -198,7 +206,7 @@ submit_cmd:
   type: str
 status:
   description: The job's status.json (every field, as job_status.schema.json describes it).
-  returned: for every action but reconcile
+  returned: for every action but reconcile and watch
   type: dict
 log_tail:
   description: The end of the driver log (action=logs).
@@ -230,13 +238,45 @@ stacks:
       type: list
       elements: dict
 finalized:
-  description: (reconcile) Ids whose records were finalised as FAILED (HEAD_RESTARTED); in check mode, would be.
-  returned: when action=reconcile
+  description:
+    - (reconcile) Ids whose records were finalised as FAILED (HEAD_RESTARTED); in check mode, would be.
+    - (watch) Ids whose records this pass finalised (RV(ended) says how each ended).
+  returned: when action=reconcile or action=watch
   type: list
   elements: str
 open:
-  description: (reconcile) Ids of the records that are not final and that Ray still knows.
-  returned: when action=reconcile
+  description: (reconcile, watch) Ids of the records that are not final and that Ray still knows.
+  returned: when action=reconcile or action=watch
+  type: list
+  elements: str
+ended:
+  description: (watch) For each id finalised, its state, reason and diagnosis kind.
+  returned: when action=watch
+  type: dict
+hung:
+  description: (watch) The open jobs found hung, each with C(submission_id), C(summary) (what the stacks show), C(since).
+  returned: when action=watch
+  type: list
+  elements: dict
+retry:
+  description: (watch) Ids of the jobs finalised as FAILED for a reason their spec retries; the action submits their
+    next attempts.
+  returned: when action=watch
+  type: list
+  elements: str
+attempts:
+  description: (watch, the action) The attempts it submitted.
+  returned: when action=watch and attempts were submitted
+  type: list
+  elements: str
+unreadable:
+  description: (watch) Records whose status.json could not be trusted, each with why; nothing was changed.
+  returned: when action=watch
+  type: list
+  elements: str
+errors:
+  description: (watch) One line for each record the pass could not bring up to date.
+  returned: when action=watch
   type: list
   elements: str
 """

@@ -27,8 +27,18 @@ SHARED_ROOT_MARK = ".shared-root-id"
 STOP_REASONS = ("STOPPED_BY_USER", "SLURM_ALLOCATION_ENDING")
 # The reasons ray_job stops a job for its own timeouts (pending_s, max_run_s): such a job FAILED.
 TIMEOUT_REASONS = ("PENDING_TIMEOUT", "DEADLINE_EXCEEDED")
-# Every reason ray_job gives a job it stopped: its timeouts and the above.
-OWN_STOP_REASONS = (*TIMEOUT_REASONS, *STOP_REASONS)
+# The reason ray_job stops a job that made no progress for its stall_s (timeouts.on_stall, or retries.on hung):
+# FAILED too, and, unlike the timeouts, retried when the spec's retries cover the diagnosis `hung`.
+HUNG_REASON = "HUNG"
+# ray_job's own stops, which make a stopped job FAILED.
+FAILING_STOP_REASONS = (*TIMEOUT_REASONS, HUNG_REASON)
+# Every reason ray_job gives a job it stopped: its timeouts, a hang, and the above.
+OWN_STOP_REASONS = (*FAILING_STOP_REASONS, *STOP_REASONS)
+# What a job without steps may go without its log growing, and what its stall_s is at least when the spec leaves it
+# to the job's own step times (STALL_FACTOR times the median step): a slow but moving job is never called hung.
+STALL_FLOOR_S = 900
+STALL_FACTOR = 10
+STALL_CHOICES = ("report", "stop")
 # The reason a stop gives when nobody names one (job.yml -e do=stop).
 DEFAULT_STOP_REASON = STOP_REASONS[0]
 # Seconds a job may wait for resources when its spec does not say (JobSpec timeouts.pending_s).

@@ -21,6 +21,11 @@ SIGNATURES = tuple(Signature(*row) for row in (
     ("head_restarted", (r"^HEAD_RESTARTED$",),
      "Ray's head restarted during the job and forgot it: resubmit it (or resume it from its last whole checkpoint)",
      True),
+    # Set by ray_job itself (the status's reason) when it stopped a job that made no progress for its stall_s; the
+    # evidence is then the summary of the stacks it took (status.json's stall).
+    ("hung", (r"^HUNG$",),
+     ("the job made no progress for its stall_s: its stacks are in debug/stacks/ (look for ranks waiting in a "
+      "collective while another is stopped or elsewhere); it can resume from its last whole checkpoint"), True),
     # Set by scripts/slurm_batch.py (through job.yml do=stop) when Slurm ends the allocation under the job.
     ("slurm_allocation_ending", (r"^SLURM_ALLOCATION_ENDING$",),
      ("the Slurm allocation ended (its time limit, or scancel) before the job did: ask for more time "

@@ -80,6 +80,8 @@ class Resources:
 class Timeouts:
     pending_s: int
     max_run_s: int | None
+    stall_s: int | None = None
+    on_stall: str = "report"
 
 
 @dataclasses.dataclass(frozen=True)

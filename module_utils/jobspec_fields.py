@@ -125,6 +125,12 @@ SPEC_FIELDS = (
               default=conventions.DEFAULT_PENDING_S, minimum=1),
         Field("max_run_s", "int", "Seconds the job may run before it is stopped; null: no limit.",
               minimum=1, nullable=True),
+        Field("stall_s", "int", ("Seconds without a new verl step (a job without steps: without its log growing) "
+                                 "that make the job hung; null: ten times its median step, at least 900."),
+              minimum=1, nullable=True),
+        Field("on_stall", "str", ("What a hang does once its stacks are taken: report (the record says so) or stop "
+                                  "(FAILED, reason HUNG). retries.on hung stops it and resumes the next attempt."),
+              default="report", choices=conventions.STALL_CHOICES),
     )),
     Field("retries", "object", "Resubmit a job that failed for an infrastructure reason as a linked attempt "
           "(<submission_id>-r1, -r2, ...) that resumes from the newest whole checkpoint (verl workloads).", fields=(

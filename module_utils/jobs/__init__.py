@@ -6,7 +6,10 @@
   client.py     Ray's job API and state API as this package needs them
   job.py        one job: its client, its record and how to redact what is written or shown
   submit.py     the submit pipeline: checks, preflight (verl's config composed on the head), record, submit
-  follow.py     wait, stop, status and logs: following a job and enforcing its timeouts
+  follow.py     wait, stop, status and logs: following a job, enforcing its timeouts, looking for a hang
+  hang.py       a job's progress (its steps and their times) and when it is hung
+  stacks.py     the Python stacks of a job's processes on every node (py-spy through Ray's dashboard)
+  watch.py      one pass over every open record (watch.yml): what a follower would do, for every job
   evidence.py   the final record: logs, cluster snapshots, diagnosis (module_utils/diagnosis.py)
   attempts.py   linked attempts and the checkpoint a resumed attempt starts from
   reconcile.py  records of jobs a restarted head forgot

@@ -12,6 +12,7 @@ from ansible.module_utils import diagnosis
 from ansible.module_utils import ray_cluster as rc
 from ansible.module_utils import verl_metrics as vm
 from ansible.module_utils.jobs import client as jc
+from ansible.module_utils.jobs import hang
 from ansible.module_utils.jobs.record import json_text, now_ms, read_json
 from ansible.module_utils.jobs.status import Merge, final_state
 
@@ -220,6 +221,8 @@ def classify(job, log, collected, status):
     if found is None:
         return {"kind": "unknown", "evidence": None,
                 "hint": "no known signature: read logs/driver.log and debug/ (failure.txt, logs/)"}
+    if found["kind"] == "hung":  # the evidence is what the stacks showed, not the reason's own word
+        found["evidence"] = hang.evidence(status)
     return job.redact(found)
 
 
@@ -229,7 +232,8 @@ def progress_line(job, info, status, log_text):
     since = summary["start_time"] if summary["status"] != "PENDING" else status.submitted_at
     elapsed = f" for {int((now_ms() - since) / 1000)}s" if since else ""
     step = vm.last_step_line(log_text or "")
-    return f"{job.sid}: {summary['status']}{elapsed}" + (f"; {step}" if step else "")
+    idle = hang.idle_note(status, now_ms()) if summary["status"] == "RUNNING" else ""
+    return f"{job.sid}: {summary['status']}{elapsed}" + (f"; {step}" if step else "") + idle
 
 
 def final_line(job, status):

@@ -16,6 +16,8 @@ ACTIONS = {
     "logs": ("both", "the end of the driver log"),
     "stacks": ("both", "the Python stacks of a running job's processes into its record (debug/stacks/)"),
     "reconcile": ("both", "finalise the records of jobs a restarted head forgot"),
+    "watch": ("both", ("one pass over every open record: finalise, enforce timeouts, handle hangs, reconcile "
+                       "(the action plugin then submits the attempts due)")),
     "resume": ("action", "submit the next attempt from the newest whole checkpoint and follow it"),
     "attempt": ("module", "name the next attempt and return the record's spec (resume's module half)"),
 }

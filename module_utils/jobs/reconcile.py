@@ -54,9 +54,10 @@ def forgotten(job, status):
     return finalize_forgotten(job, status, started)[0]
 
 
-def open_records(shared_root):
+def open_records(shared_root, unreadable=None):
     """Ids of the records on the shared root whose status.json is not final (a record without a trusted status.json
-    is left alone: an interrupted submit, which the same submit command completes, or one nobody can vouch for)."""
+    is left alone: an interrupted submit, which the same submit command completes, or one nobody can vouch for;
+    `unreadable`, a list, gets "<id>: <why>" for each untrusted one)."""
     jobs_dir = conventions.paths(shared_root)["jobs"]
     found = []
     for sid in sorted(os.listdir(jobs_dir)) if os.path.isdir(jobs_dir) else []:
@@ -64,7 +65,9 @@ def open_records(shared_root):
             continue
         try:
             status = Record(conventions.job_dir(shared_root, sid), sid).read_status()
-        except RecordError:
+        except RecordError as exc:
+            if unreadable is not None:
+                unreadable.append(f"{sid}: {exc}")
             continue
         if status is not None and not status.final:
             found.append(sid)

@@ -5,7 +5,7 @@ import os
 from ansible.module_utils import conventions
 from ansible.module_utils import jobspec as js
 from ansible.module_utils import ray_cluster as rc
-from ansible.module_utils.jobs import attempts, follow, options, reconcile, stacks, submit
+from ansible.module_utils.jobs import attempts, follow, options, reconcile, stacks, submit, watch
 from ansible.module_utils.jobs.job import Failed, Job
 from ansible.module_utils.jobs.record import LockTimeout
 from ansible.module_utils.jobs.status import RecordError
@@ -29,6 +29,8 @@ def run(module):
         return submit.submit(module, config)
     if p["action"] == "reconcile":
         return reconcile.reconcile(module, config)
+    if p["action"] == "watch":
+        return watch.watch(module, config)
     try:
         sid = conventions.check_id("submission_id", p["submission_id"])
     except ValueError as exc:

@@ -78,7 +78,10 @@ FIELDS = (
     F("resumed", "str", "Set when the record of an interrupted submit was completed."),
     F("timeouts", "object", "The spec's timeouts.", fields=(
         F("pending_s", "int", "Seconds the job may wait for resources."),
-        F("max_run_s", "int", "Seconds the job may run; null: no limit."))),
+        F("max_run_s", "int", "Seconds the job may run; null: no limit."),
+        F("stall_s", "int", "Seconds without a new step (or log line) that make the job hung; null: from its steps."),
+        F("on_stall", "str", "What a hang does: report, or stop (retries.on hung stops too).",
+          choices=conventions.STALL_CHOICES))),
     F("retries", "object", "The spec's retry policy.", fields=(
         F("max", "int", "Attempts after the first."),
         F("on", "list", "Diagnosis kinds that are retried."))),
@@ -110,6 +113,10 @@ FIELDS = (
     F("attempt_of", "str", "An attempt's first job."),
     F("attempt", "int", "An attempt's number (1 for <first>-r1)."),
     F("resumed_from", "mapping", "{root, submission_id, path, step, skipped}: the checkpoint an attempt resumed from."),
+    F("progress", "mapping", ("{step, step_at, log_bytes, log_at, step_s}: the last step seen and when it moved, the "
+                              "log's size and when it grew, recent seconds per step (hang detection).")),
+    F("stall", "mapping", ("{since, detected_at, limit_s, step, action, stacks, summary}: the hang found, the "
+                           "stacks taken (debug/stacks/...) and what they show.")),
     F("outages", "objects", "Each time the job lived through its head going away (a head with a GCS store).",
       nullable=False, fields=(
           F("from", "int", "The last time the job was seen through the old head (ms): the head died after it.",
@@ -188,6 +195,8 @@ class JobStatus:
     attempt_of: str | None = None
     attempt: int | None = None
     resumed_from: dict | None = None
+    progress: dict | None = None
+    stall: dict | None = None
     outages: list = dataclasses.field(default_factory=list)
     extra: dict = dataclasses.field(default_factory=dict)
 
@@ -250,7 +259,7 @@ class JobStatus:
 
 def final_state(ray_status, reason):
     """The state we record for a job that ended: one we stopped for a timeout failed, whatever Ray calls it."""
-    return "FAILED" if reason in conventions.TIMEOUT_REASONS else ray_status
+    return "FAILED" if reason in conventions.FAILING_STOP_REASONS else ray_status
 
 
 def _schema(field):

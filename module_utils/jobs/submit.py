@@ -4,6 +4,7 @@ Idempotent: when the id exists (in Ray or on disk) nothing is submitted or overw
 status.json is a submit that was interrupted: the same command completes it (submitting only if Ray has no job).
 """
 
+import dataclasses
 import os
 import tempfile
 import time
@@ -88,7 +89,7 @@ def submit_locked(job, spec, config, info, entrypoint, runtime_env, options, sho
     evidence.snapshot(job, "pre")
     status = JobStatus(job.sid, state="PENDING", spec=spec.name, workload=spec.workload, code_path=spec.code_path,
                        code_id=spec.code_id, record=spec.output_dir,
-                       timeouts={"pending_s": spec.timeouts.pending_s, "max_run_s": spec.timeouts.max_run_s},
+                       timeouts=dataclasses.asdict(spec.timeouts),
                        retries={"max": spec.retries.max, "on": list(spec.retries.on)})
     if "resumed_from" in shown:
         root, linked = attempts.chain(config, shown["resumed_from"]["root"])

@@ -6,6 +6,7 @@ from ansible.module_utils import diagnosis
 EXCERPTS = {
     "slurm_allocation_ending": ("status.json", "SLURM_ALLOCATION_ENDING\nJOB_SUPERVISOR_ACTOR_DIED\n"),
     "head_restarted": ("status.json", "HEAD_RESTARTED\nRay's head started again at 2026-11-23T10:00:00Z\n"),
+    "hung": ("status.json", "HUNG\nno new step for 900 s\n"),
     "cuda_oom": ("worker_err.log", ("Traceback (most recent call last):\n"
                  "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
                  "capacity of 79.15 GiB of which 1.50 GiB is free.\n")),

@@ -37,7 +37,8 @@ def test_resolve_applies_field_overrides_with_types(specs_dir):
     spec = resolve(specs_dir, {"spec": "smoke", "save_freq": "5", "timeouts.max_run_s": "60",
                                "submission_id": "smoke-1"})
     assert spec["save_freq"] == 5  # "5" became an int
-    assert spec["timeouts"] == {"pending_s": 120, "max_run_s": 60}  # the file's pending_s is kept
+    assert spec["timeouts"] == {"pending_s": 120, "max_run_s": 60, "stall_s": None,
+                                "on_stall": "report"}  # the file's pending_s is kept
     assert spec["output_dir"] == "/private/jobs/smoke-1"
 
 
@@ -91,7 +92,7 @@ def test_overrides_then_extra_vars_win_over_the_file_and_site_defaults(specs_dir
     spec = resolve(specs_dir, {"save_freq": "7"}, overrides={"save_freq": 3, "timeouts.max_run_s": 60,
                                                             "overrides": ["a=1"]},
                    site_defaults={"all": {"save_freq": 2, "overrides": ["s=1"]}, "smoke": {"project_name": "site"}})
-    assert spec["save_freq"] == 7 and spec["timeouts"] == {"pending_s": 120, "max_run_s": 60}
+    assert spec["save_freq"] == 7 and spec["timeouts"]["max_run_s"] == 60 and spec["timeouts"]["pending_s"] == 120
     assert spec["project_name"] == "site" and spec["overrides"] == ["s=1", "a=1"]
 
 

@@ -1,0 +1,101 @@
+"""Hung jobs: a running job whose training progress stopped moving.
+
+Whoever follows a job (a wait's polls, a watcher's passes) tracks its progress in status.json's `progress`: the last
+verl step seen and when it moved, the driver log's size and when it grew, and recent seconds per step. A job whose
+step has not moved for its stall_s (a job without steps: whose log has not grown) is hung. stall_s is the spec's
+timeouts.stall_s, or STALL_FACTOR times the job's median step with a floor (conventions.STALL_FLOOR_S), so a slow
+but moving job is never called hung. Then, before anything is stopped, the stacks of every process of the job go
+into debug/stacks/ and `stall` says what they show; the spec decides whether the job is stopped (FAILED, reason
+HUNG, retried when retries.on has hung) or only reported.
+"""
+
+import statistics
+
+from ansible.module_utils import conventions
+from ansible.module_utils import verl_metrics as vm
+
+# Seconds per step kept for the median (the most recent ones).
+RECENT_STEPS = 20
+# A progress line says how long the job has gone without a new step once that is this long.
+IDLE_SHOWN_S = 60
+
+
+def last_step(log):
+    """The newest verl step in the log (the last step line's number), or None."""
+    steps = vm.step_losses(log)
+    if steps:
+        return steps[-1][0]
+    line = vm.last_step_line(log)
+    parsed = vm.parse_line(line) if line else None
+    return parsed[0] if parsed else None
+
+
+def track(status, log, now):
+    """Fold what this look at the job saw (its driver log at `now`, ms) into status.progress."""
+    old = dict(status.progress or {})
+    step, size = last_step(log), len(log or "")
+    recent = [s for s in old.get("step_s") or [] if isinstance(s, (int, float))][-RECENT_STEPS:]
+    seen, seen_at = old.get("step"), old.get("step_at")
+    if step is not None and (seen is None or step != seen):
+        if isinstance(seen, int) and isinstance(seen_at, int) and step > seen:
+            recent = (recent + [round((now - seen_at) / 1000 / (step - seen), 3)])[-RECENT_STEPS:]
+        seen, seen_at = step, now
+    grown = size != old.get("log_bytes")
+    status.progress = {"step": seen, "step_at": seen_at if isinstance(seen_at, int) else now, "log_bytes": size,
+                       "log_at": old["log_at"] if not grown and isinstance(old.get("log_at"), int) else now,
+                       "step_s": recent}
+    return status.progress
+
+
+def limit_s(status):
+    """The job's stall_s: its spec's, else from its own step times (never below the floor)."""
+    explicit = (status.timeouts or {}).get("stall_s")
+    if isinstance(explicit, int) and not isinstance(explicit, bool) and explicit > 0:
+        return explicit
+    recent = (status.progress or {}).get("step_s") or []
+    median = statistics.median(recent) if recent else 0
+    return max(conventions.STALL_FLOOR_S, round(conventions.STALL_FACTOR * median))
+
+
+def idle_s(status, now):
+    """(seconds without progress, what did not move): the step, or the log for a job without steps."""
+    progress = status.progress or {}
+    if progress.get("step") is not None:
+        return (now - progress.get("step_at", now)) / 1000, "step"
+    return (now - progress.get("log_at", now)) / 1000, "log line"
+
+
+def idle_note(status, now):
+    """What a progress line adds when the job has gone a while without progress ("" otherwise)."""
+    idle, what = idle_s(status, now)
+    if idle < IDLE_SHOWN_S:
+        return ""
+    return f"; no new {what} for {idle / 60:.0f} min (hung after {limit_s(status) / 60:.0f} min)"
+
+
+def action(status):
+    """What a hang does: stop (on_stall stop, or retries.on hung, which needs the job stopped) or report."""
+    if "hung" in ((status.retries or {}).get("on") or []) and ((status.retries or {}).get("max") or 0) > 0:
+        return "stop"
+    return (status.timeouts or {}).get("on_stall") or "report"
+
+
+def hung(status, now):
+    """The stall to record when the job is hung now and was not found hung before for this same stall, else None."""
+    idle, what = idle_s(status, now)
+    limit = limit_s(status)
+    if idle <= limit:
+        return None
+    progress = status.progress or {}
+    since = progress.get("step_at") if what == "step" else progress.get("log_at")
+    if (status.stall or {}).get("since") == since:
+        return None  # this stall is already recorded (and its stacks taken)
+    return {"since": since, "detected_at": now, "limit_s": limit, "step": progress.get("step"),
+            "idle_s": round(idle), "what": what, "action": action(status)}
+
+
+def evidence(status):
+    """The diagnosis evidence of a job stopped as hung: where its stacks are and what they show."""
+    stall = status.stall or {}
+    return {"file": stall.get("stacks") or "status.json",
+            "line": stall.get("summary") or f"no new {stall.get('what', 'step')} for {stall.get('idle_s')} s"}

@@ -1,0 +1,115 @@
+"""Issue 21: action=watch, one pass over every open record, does what a follower would for each job: finalise the
+ended, stop the overdue and the hung (per its spec), reconcile the forgotten; never judges what it cannot read."""
+
+import json
+import os
+
+import pytest
+from ansible.module_utils import ray_cluster as rc
+from ansible.module_utils.jobs import stacks
+from ray_job_harness import SID, files, make_spec, record, run
+
+STEPS = "".join(f"step:{s} - train/loss:{5 - s / 10} - train/lr:0.001\n" for s in range(1, 4))
+
+
+@pytest.fixture
+def dumped(monkeypatch):
+    calls = []
+
+    def dump(job, when_ms):
+        calls.append(job.sid)
+        return {"dir": f"debug/stacks/{when_ms}", "files": [], "summary": "rank 0 waits in all_reduce (gloo)"}
+
+    monkeypatch.setattr(stacks, "dump", dump)
+    return calls
+
+
+def start(capsys, ray, ray_config, sid=SID, **spec):
+    code, _ = run(capsys, spec=make_spec(ray_config, submission_id=sid, **spec), ray_config=ray_config)
+    assert code == 0
+    ray.set(sid, "RUNNING", driver_node_id="n-w1", start_time=int(ray.clock.now * 1000))
+
+
+def status_of(ray_config, sid=SID):
+    with open(os.path.join(record(ray_config, sid), "status.json"), encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def watch(capsys, ray_config):
+    code, out = run(capsys, action="watch", ray_config=ray_config)
+    assert code == 0, out
+    return out
+
+
+def test_no_open_record_costs_nothing(ray, ray_config, capsys):
+    assert watch(capsys, ray_config)["msg"] == "no open job records"
+
+
+def test_a_job_that_ended_unfollowed_is_finalised(ray, ray_config, capsys):
+    start(capsys, ray, ray_config)
+    ray.logs[SID] = STEPS
+    ray.set(SID, "SUCCEEDED", driver_exit_code=0, end_time=int(ray.clock.now * 1000) + 5000)
+    out = watch(capsys, ray_config)
+    assert out["finalized"] == [SID] and out["ended"][SID] == "SUCCEEDED" and out["retry"] == []
+    assert status_of(ray_config)["final"] and status_of(ray_config)["steps"] == 3
+
+
+def test_a_deadline_passed_unfollowed_is_enforced_by_the_watcher_alone(ray, ray_config, capsys):
+    start(capsys, ray, ray_config, timeouts={"max_run_s": 60})
+    ray.clock.now += 120
+    out = watch(capsys, ray_config)
+    assert ray.stopped == [SID] and out["finalized"] == [SID]
+    st = status_of(ray_config)
+    assert st["state"] == "FAILED" and st["reason"] == "DEADLINE_EXCEEDED" and st["final"]
+
+
+def test_a_hung_job_gets_its_stacks_then_is_stopped_and_retried_as_its_spec_says(ray, ray_config, capsys, dumped):
+    start(capsys, ray, ray_config, timeouts={"stall_s": 300, "max_run_s": None}, retries={"max": 1, "on": ["hung"]})
+    ray.logs[SID] = STEPS
+    assert watch(capsys, ray_config)["hung"] == []  # the first look: steps seen now
+    ray.clock.now += 200
+    assert watch(capsys, ray_config)["hung"] == [] and ray.stopped == []  # 200 s without a step: not yet
+    ray.clock.now += 200
+    out = watch(capsys, ray_config)
+    assert dumped == [SID] and ray.stopped == [SID] and out["finalized"] == [SID] and out["retry"] == [SID]
+    st = status_of(ray_config)
+    assert st["state"] == "FAILED" and st["reason"] == "HUNG" and st["diagnosis"]["kind"] == "hung"
+    assert st["diagnosis"]["evidence"] == {"file": st["stall"]["stacks"], "line": "rank 0 waits in all_reduce (gloo)"}
+    assert st["stall"]["step"] == 3 and st["stall"]["limit_s"] == 300 and st["stall"]["action"] == "stop"
+
+
+def test_a_hung_job_whose_spec_says_report_is_reported_once_and_left_running(ray, ray_config, capsys, dumped):
+    start(capsys, ray, ray_config, timeouts={"stall_s": 300, "max_run_s": None})
+    ray.logs[SID] = STEPS
+    watch(capsys, ray_config)
+    ray.clock.now += 400
+    out = watch(capsys, ray_config)
+    assert out["hung"] == [{"submission_id": SID, "summary": "rank 0 waits in all_reduce (gloo)",
+                            "since": status_of(ray_config)["stall"]["since"]}]
+    ray.clock.now += 400
+    watch(capsys, ray_config)
+    assert dumped == [SID] and ray.stopped == [] and not status_of(ray_config)["final"]  # stacks taken once
+
+
+def test_a_record_it_cannot_read_is_reported_and_left_as_it_is(ray, ray_config, capsys):
+    start(capsys, ray, ray_config)
+    with open(os.path.join(record(ray_config), "status.json"), "w", encoding="utf-8") as handle:
+        handle.write('{"submission_id": "' + SID + '", "state": "RUNNING", "steps": "three"}')
+    before = files(record(ray_config))
+    out = watch(capsys, ray_config)
+    assert len(out["unreadable"]) == 1 and out["unreadable"][0].startswith(SID) and ray.stopped == []
+    after = files(record(ray_config))
+    assert {k: v for k, v in after.items() if "untrusted" not in k} == before
+
+
+def test_a_cluster_it_cannot_read_fails_the_pass_and_changes_nothing(ray, ray_config, capsys, monkeypatch):
+    start(capsys, ray, ray_config)
+    before = files(record(ray_config))
+
+    def down(url):
+        raise ConnectionError(f"Failed to connect to {url}")
+
+    monkeypatch.setattr(rc, "list_nodes", down)
+    code, out = run(capsys, action="watch", ray_config=ray_config)
+    assert code == 1 and out["msg"].startswith("cannot talk to Ray's job API") and files(record(ray_config)) == before
+
