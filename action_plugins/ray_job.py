@@ -223,6 +223,8 @@ class ActionModule(ActionBase):
         watched = module(action="watch")
         if watched.get("failed"):
             return watched
+        for sid, ended in (watched.get("ended") or {}).items():
+            self._show(f"{sid}: {ended}")
         for hung in watched.get("hung", []):
             self._show(f"{hung['submission_id']}: hung: {hung.get('summary') or 'no stacks'}")
         for sid in watched.get("retry", []):

@@ -1,0 +1,118 @@
+"""Nobody has to watch (issue 21): watch.yml, one pass over every open record (a timer runs it), finds a hung verl
+job, takes the stacks of its ranks, stops it and resumes it from its newest whole checkpoint; a job that is merely
+slow is never called hung; a deadline passes on a job nobody follows and the watcher alone enforces it."""
+
+import json
+import os
+import time
+
+import pytest
+from ansible.module_utils import ray_cluster
+from conftest import DASHBOARD, IPS, RECORDS, TOKEN, new_id, nodes, playbook, ssh, wait_for
+from test_jobs import ray_jobs, status
+
+pytestmark = pytest.mark.usefixtures("cluster_up")
+
+STALL_S = 40
+# Two ranks, one on each worker, talking through gloo; a checkpoint per step, so the retry resumes close by.
+SFT2 = ["-e", "spec=sft", "-e", "resources.nnodes=2", "-e", "save_freq=1", "-e", "total_training_steps=60",
+        "-e", f"timeouts.stall_s={STALL_S}", "-e", "retries.max=1", "-e", "retries.on=hung"]
+
+
+def tracked_step(sid):
+    try:
+        with open(os.path.join(RECORDS, sid, "checkpoints", "latest_checkpointed_iteration.txt")) as handle:
+            return int(handle.read().strip() or 0)
+    except (OSError, ValueError):
+        return 0
+
+
+def watch_until(predicate, timeout, what, every_s=10):
+    """What the timer does, more often: watch.yml passes until predicate() holds; the passes' output."""
+    deadline, outs = time.monotonic() + timeout, []
+    while time.monotonic() < deadline:
+        run = playbook("watch.yml")
+        assert run.rc == 0, run
+        outs.append(run.out)
+        if predicate():
+            return "\n".join(outs)
+        time.sleep(every_s)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def job_actors(sid):
+    """The job's live TrainingWorker actors: [(host, pid)]."""
+    job_id = ray_jobs()[sid].job_id
+    ray_cluster.prepare_client_env(TOKEN)
+    by_node = {n["node_id"]: n["node_ip"] for n in nodes()}
+    hosts = {ip: host for host, ip in IPS.items()}
+    return [(hosts[by_node[a["node_id"]]], a["pid"]) for a in ray_cluster.list_actor_summaries(DASHBOARD)
+            if a["job_id"] == job_id and a["state"] == "ALIVE" and "Worker" in (a["class_name"] or "")
+            and a["node_id"] in by_node]
+
+
+def final(sid):
+    try:
+        return status(sid)["final"]
+    except (OSError, ValueError):
+        return False
+
+
+def test_a_hung_rank_is_found_explained_and_the_job_resumed():
+    sid = new_id("hang")
+    assert playbook("submit.yml", *SFT2, "-e", f"submission_id={sid}").rc == 0
+    wait_for(lambda: tracked_step(sid) >= 3, 600, f"{sid} to save global_step_3")
+    actors = wait_for(lambda: len(job_actors(sid)) >= 2 and job_actors(sid), 60, f"{sid}'s two ranks")
+    host, pid = actors[-1]
+    ssh(host, f"kill -STOP {pid}")  # a real collective hang: the other rank waits in gloo
+    stopped_at = time.monotonic()
+    out = watch_until(lambda: final(sid), STALL_S + 300, f"{sid} found hung and stopped")
+    detected_s = time.monotonic() - stopped_at
+    st = status(sid)
+    assert st["state"] == "FAILED" and st["reason"] == "HUNG" and st["diagnosis"]["kind"] == "hung", st
+    stall = st["stall"]
+    assert stall["action"] == "stop" and stall["limit_s"] == STALL_S and stall["stacks"], stall
+    stacks_dir = os.path.join(RECORDS, sid, stall["stacks"])
+    dumped = sorted(os.listdir(stacks_dir))
+    assert len(dumped) >= 2, dumped
+    assert st["diagnosis"]["evidence"]["line"] == stall["summary"] and "no stacks" not in stall["summary"], stall
+    assert f"{sid}: FAILED (HUNG): hung" in out and f"{sid}-r1: submitted, resuming {sid}" in out, out[-3000:]
+
+    # The next pass submits the attempt, later passes follow it to its end.
+    attempt = f"{sid}-r1"
+    watch_until(lambda: final(attempt), 900, f"{attempt} to end")
+    resumed = status(attempt)
+    assert resumed["state"] == "SUCCEEDED" and resumed["resumed_from"]["step"] >= 3, resumed
+    assert status(sid)["attempts"] == [attempt]
+    excerpt = ""
+    for name in dumped[:2]:
+        with open(os.path.join(stacks_dir, name), encoding="utf-8") as handle:
+            excerpt += f"--- {name}\n{handle.read()[:600]}\n"
+    print(f"{sid}: hang found {detected_s:.0f}s after SIGSTOP (stall_s {STALL_S}); diagnosis "
+          f"{json.dumps(st['diagnosis'])}\n{excerpt}")
+
+
+def test_a_slow_but_moving_job_is_never_called_hung():
+    # Each step slower than the last, each within stall_s (20 s): a pass every few seconds sees it move.
+    steps = "; ".join(f"echo 'step:{i} - train/loss:1.0'; sleep {4 * i}" for i in range(1, 5))
+    sid = new_id("slow")
+    run = playbook("submit.yml", "-e", "spec=smoke", "-e", f"submission_id={sid}", "-e", "workload=command",
+                   "-e", f'entrypoint="bash -c \\"{steps}\\""', "-e", "timeouts.stall_s=20",
+                   "-e", "timeouts.on_stall=stop")
+    assert run.rc == 0, run
+    watch_until(lambda: final(sid), 180, f"{sid} to end", every_s=3)
+    st = status(sid)
+    assert st["state"] == "SUCCEEDED" and st["stall"] is None and st["progress"]["step"] == 4, st
+
+
+def test_a_deadline_passed_unfollowed_is_enforced_by_the_watcher_alone():
+    sid = new_id("deadline")
+    assert playbook("submit.yml", "-e", "spec=smoke", "-e", f"submission_id={sid}", "-e", "workload=command",
+                    "-e", 'entrypoint="sleep 600"', "-e", "timeouts.max_run_s=15").rc == 0
+    wait_for(lambda: ray_jobs()[sid].status.value == "RUNNING", 60, f"{sid} RUNNING")
+    time.sleep(16)  # the deadline itself is what is tested: no condition to wait on but the clock
+    run = playbook("watch.yml")
+    assert run.rc == 0, run
+    st = status(sid)
+    assert st["state"] == "FAILED" and st["reason"] == "DEADLINE_EXCEEDED" and st["final"], st
+    assert ray_jobs()[sid].status.value == "STOPPED"
