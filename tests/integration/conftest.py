@@ -76,6 +76,15 @@ def alive_by_ip():
     return alive
 
 
+def tracked_step(sid):
+    """The step verl's checkpoint tracker of job sid names (0 before its first checkpoint)."""
+    try:
+        with open(os.path.join(RECORDS, sid, "checkpoints", "latest_checkpointed_iteration.txt")) as handle:
+            return int(handle.read().strip() or 0)
+    except (OSError, ValueError):
+        return 0
+
+
 def wait_for(predicate, timeout, what):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -8,7 +8,7 @@ import subprocess
 import time
 
 import pytest
-from conftest import BIN, HEAD, IPS, RECORDS, ROOT, new_id, nodes, playbook, ssh, wait_for
+from conftest import BIN, HEAD, IPS, RECORDS, ROOT, new_id, nodes, playbook, ssh, tracked_step, wait_for
 from test_jobs import hashes, ray_jobs, start_long_job, status
 
 pytestmark = pytest.mark.usefixtures("cluster_up")
@@ -20,14 +20,6 @@ NO_STORE = ("-e", "ray_store_host=")
 # Long enough to be mid-run after up.yml has brought the head back (about 0.2 s a step here).
 STEPS, SAVE_FREQ = 800, 50
 SFT = ["-e", "spec=sft", "-e", f"save_freq={SAVE_FREQ}", "-e", "total_epochs=30", "-e", f"total_training_steps={STEPS}"]
-
-
-def tracked_step(sid):
-    try:
-        with open(os.path.join(RECORDS, sid, "checkpoints", "latest_checkpointed_iteration.txt")) as handle:
-            return int(handle.read().strip() or 0)
-    except (OSError, ValueError):
-        return 0
 
 
 def head_started_ms():

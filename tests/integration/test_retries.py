@@ -8,7 +8,7 @@ import time
 
 import pytest
 from ansible.module_utils import ray_cluster
-from conftest import DASHBOARD, IPS, RECORDS, TOKEN, new_id, nodes, playbook, ssh, wait_for
+from conftest import DASHBOARD, IPS, RECORDS, TOKEN, new_id, nodes, playbook, ssh, tracked_step, wait_for
 
 pytestmark = pytest.mark.usefixtures("cluster_up")
 
@@ -22,14 +22,6 @@ SFT = ["-e", "spec=sft", "-e", "save_freq=1", "-e", f"total_training_steps={STEP
 def status(sid):
     with open(os.path.join(RECORDS, sid, "status.json"), encoding="utf-8") as handle:
         return json.load(handle)
-
-
-def tracked_step(sid):
-    try:
-        with open(os.path.join(RECORDS, sid, "checkpoints", "latest_checkpointed_iteration.txt")) as handle:
-            return int(handle.read().strip() or 0)
-    except (OSError, ValueError):
-        return 0
 
 
 def kill_the_driver_node_after_step(sid, step):

@@ -8,7 +8,7 @@ import time
 
 import pytest
 from ansible.module_utils import ray_cluster
-from conftest import DASHBOARD, IPS, RECORDS, TOKEN, new_id, nodes, playbook, ssh, wait_for
+from conftest import DASHBOARD, IPS, RECORDS, TOKEN, new_id, nodes, playbook, ssh, tracked_step, wait_for
 from test_jobs import ray_jobs, status
 
 pytestmark = pytest.mark.usefixtures("cluster_up")
@@ -17,14 +17,6 @@ STALL_S = 40
 # Two ranks, one on each worker, talking through gloo; a checkpoint per step, so the retry resumes close by.
 SFT2 = ["-e", "spec=sft", "-e", "resources.nnodes=2", "-e", "save_freq=1", "-e", "total_training_steps=60",
         "-e", f"timeouts.stall_s={STALL_S}", "-e", "retries.max=1", "-e", "retries.on=hung"]
-
-
-def tracked_step(sid):
-    try:
-        with open(os.path.join(RECORDS, sid, "checkpoints", "latest_checkpointed_iteration.txt")) as handle:
-            return int(handle.read().strip() or 0)
-    except (OSError, ValueError):
-        return 0
 
 
 def watch_until(predicate, timeout, what, every_s=10):
