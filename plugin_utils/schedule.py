@@ -87,8 +87,9 @@ def _watch(state, backend, every_min, inventory, keep, name, project_dir, time=N
                                                         f"{', '.join(map(str, EVERY_MIN))}")
     every = int(every_min)
     return {**settings, "every_min": every,
+            # --heal: a pass that finds the head down runs up.yml (a head with a GCS store comes back to its jobs).
             "argv": [settings["python"], f"{settings['project_dir']}/scripts/watch.py",
-                     "--inventory", settings["inventory"], "--keep", settings["keep"]],
+                     "--inventory", settings["inventory"], "--keep", settings["keep"], "--heal"],
             # The log holds the last pass's output only: the passes' history is scripts/watch.py's own (bounded).
             "cron": {"minute": f"*/{every}", "hour": "*"}, "log_append": False,
             "description": "ray-verl job watcher (watch.yml)",

@@ -3,6 +3,7 @@
 
   .venv/bin/python scripts/watch.py                                   # the lab
   .venv/bin/python scripts/watch.py --inventory inventory/mysite
+  .venv/bin/python scripts/watch.py --heal                            # and bring a dead head back (up.yml)
 
 watch.yml makes one pass over every open job record. watch_schedule.yml runs this every few minutes
 (a systemd timer, or cron). A lock keeps two passes from overlapping: a pass that finds it held says
@@ -10,6 +11,10 @@ who holds it and exits 0 (the running pass does the work). Each pass keeps ansib
 (its output in artifacts/<pass>/stdout) and a line in passes.log, both under <state-dir>/watch/ and
 both bounded to the newest --keep passes. Prints one line per pass (and the tail of the output when
 the pass failed). Exits with the playbook's status.
+
+With --heal, a pass that could not reach the cluster's job API (the head is down) runs up.yml once: with a GCS
+store the head comes back to its tables and its jobs go on (docs/fault-tolerance.md); without one, up.yml's
+reconcile records what the head forgot. up.yml never restarts a healthy node while a job runs on it.
 """
 
 import argparse
@@ -23,6 +28,9 @@ from plugin_utils import PROJECT_ROOT as ROOT
 from plugin_utils import regression_run
 
 PLAYBOOK = "watch.yml"
+HEAL_PLAYBOOK = "up.yml"
+# What ray_job says when the head's job API does not answer (module_utils/jobs/runner.py UNREACHABLE).
+HEAD_DOWN = "cannot talk to Ray's job API"
 TAIL_LINES = 20  # of a failed pass's output, printed for cron's log or the journal
 
 
@@ -33,6 +41,8 @@ def parse_args(argv=None):
     parser.add_argument("--keep", type=int, default=48, help="passes whose output is kept (default: 48)")
     parser.add_argument("--state-dir", default=os.path.expanduser("~/.local/state/ray-verl"),
                         help="lock file and the passes' log (default: ~/.local/state/ray-verl)")
+    parser.add_argument("--heal", action="store_true",
+                        help="when the pass cannot reach the head's job API, run up.yml once to bring it back")
     args = parser.parse_args(argv)
     if args.keep < 1:
         parser.error("--keep: must be at least 1")
@@ -43,9 +53,10 @@ def new_pass_id():
     return f"watch-{datetime.datetime.now(datetime.UTC):%Y%m%dT%H%M%SZ}-{os.getpid()}"
 
 
-def runner_kwargs(args, pass_id):
-    """ansible_runner.run's arguments for one pass: watch.yml from the project, its artifacts rotated."""
-    return {"private_data_dir": os.path.join(args.state_dir, "watch"), "project_dir": ROOT, "playbook": PLAYBOOK,
+def runner_kwargs(args, pass_id, playbook=PLAYBOOK):
+    """ansible_runner.run's arguments for one pass: watch.yml (or up.yml, healing) from the project, its
+    artifacts rotated."""
+    return {"private_data_dir": os.path.join(args.state_dir, "watch"), "project_dir": ROOT, "playbook": playbook,
             "inventory": os.path.abspath(args.inventory), "ident": pass_id, "rotate_artifacts": args.keep,
             "quiet": True}
 
@@ -71,6 +82,31 @@ def tail(path, count):
         return []
 
 
+def head_down(output):
+    """Whether a failed pass's output says the head's job API did not answer."""
+    try:
+        with open(output, encoding="utf-8", errors="replace") as handle:
+            return HEAD_DOWN in handle.read()
+    except OSError:
+        return False
+
+
+def run_logged(ansible_runner, args, ident, playbook):
+    """Run one playbook through ansible-runner, log a line for it in passes.log; (rc, path of its output)."""
+    kwargs = runner_kwargs(args, ident, playbook)
+    os.makedirs(kwargs["private_data_dir"], mode=0o700, exist_ok=True)
+    started = time.monotonic()
+    result = ansible_runner.run(**kwargs)
+    output = os.path.join(kwargs["private_data_dir"], "artifacts", ident, "stdout")
+    line = (f"{datetime.datetime.now(datetime.UTC):%Y-%m-%dT%H:%M:%SZ} {playbook} {ident}: {result.status} "
+            f"(rc={result.rc}) in {time.monotonic() - started:.1f}s; output {output}")
+    log_pass(os.path.join(kwargs["private_data_dir"], "passes.log"), line, args.keep)
+    print(line)
+    if result.rc != 0:
+        print("\n".join(tail(output, TAIL_LINES)))
+    return (1 if result.rc is None else result.rc), output
+
+
 def main(argv=None):
     args = parse_args(argv)
     pass_id = new_pass_id()
@@ -85,18 +121,11 @@ def main(argv=None):
 
         # cron and systemd start us with a bare PATH: ansible-playbook lives beside this Python.
         os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin")
-        kwargs = runner_kwargs(args, pass_id)
-        os.makedirs(kwargs["private_data_dir"], mode=0o700, exist_ok=True)
-        started = time.monotonic()
-        result = ansible_runner.run(**kwargs)
-        output = os.path.join(kwargs["private_data_dir"], "artifacts", pass_id, "stdout")
-        line = (f"{datetime.datetime.now(datetime.UTC):%Y-%m-%dT%H:%M:%SZ} watch {pass_id}: {result.status} "
-                f"(rc={result.rc}) in {time.monotonic() - started:.1f}s; output {output}")
-        log_pass(os.path.join(kwargs["private_data_dir"], "passes.log"), line, args.keep)
-        print(line)
-        if result.rc != 0:
-            print("\n".join(tail(output, TAIL_LINES)))
-        return 1 if result.rc is None else result.rc
+        rc, output = run_logged(ansible_runner, args, pass_id, PLAYBOOK)
+        if rc != 0 and args.heal and head_down(output):
+            heal_rc, _ = run_logged(ansible_runner, args, f"{pass_id}-heal", HEAL_PLAYBOOK)
+            return heal_rc or rc
+        return rc
     finally:
         lock.release()
 

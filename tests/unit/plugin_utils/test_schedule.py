@@ -83,15 +83,15 @@ WATCH = {"kind": "watch", "state": "present", "backend": "auto", "every_min": 5,
 def test_the_watcher_runs_every_n_minutes():
     settings = schedule.settle(**{**WATCH, "every_min": "10"})  # -e values arrive as strings
     assert settings["argv"] == ["/srv/rv/.venv/bin/python", "/srv/rv/scripts/watch.py",
-                                "--inventory", "/srv/rv/inventory/lab", "--keep", "48"]
+                                "--inventory", "/srv/rv/inventory/lab", "--keep", "48", "--heal"]
     assert settings["cron"] == {"minute": "*/10", "hour": "*"} and settings["every_min"] == 10
     # Its log is the last pass's output only (cron truncates it): the history is scripts/watch.py's, bounded.
     assert schedule.cron_job(settings) == ("/srv/rv/.venv/bin/python /srv/rv/scripts/watch.py --inventory "
-                                           "/srv/rv/inventory/lab --keep 48 > /var/log/ray-verl-watch.log 2>&1")
+                                           "/srv/rv/inventory/lab --keep 48 --heal > /var/log/ray-verl-watch.log 2>&1")
     assert schedule.systemd_unit(settings, "service") == (
         "# Ansible managed\n[Unit]\nDescription=ray-verl job watcher (watch.yml)\n\n[Service]\nType=oneshot\n"
         'ExecStart="/srv/rv/.venv/bin/python" "/srv/rv/scripts/watch.py" "--inventory" "/srv/rv/inventory/lab" '
-        '"--keep" "48"\n')
+        '"--keep" "48" "--heal"\n')
     assert schedule.systemd_unit(settings, "timer") == (
         "# Ansible managed\n[Unit]\nDescription=ray-verl job watcher every 10 min\n\n"
         "[Timer]\nOnBootSec=10min\nOnUnitActiveSec=10min\n\n[Install]\nWantedBy=timers.target\n")

@@ -73,7 +73,7 @@ def test_the_watcher_installs_changes_and_removes_only_its_own_entry(play):
                             "-e", "watch_schedule_every_min=10")
     assert (rc, changed) == (0, 1), out
     watch_line = (f"#Ansible: ray-verl-watch\n*/10 * * * * {ROOT}/.venv/bin/python {ROOT}/scripts/watch.py "
-                  f"--inventory {ROOT}/inventory/lab --keep 48 > /var/log/ray-verl-watch.log 2>&1\n")
+                  f"--inventory {ROOT}/inventory/lab --keep 48 --heal > /var/log/ray-verl-watch.log 2>&1\n")
     assert play.table() == nightly + watch_line
     assert play("watch_schedule.yml", "-e", "watch_schedule_backend=cron", "-e", "watch_schedule_every_min=10")[:2] \
         == (0, 0)

@@ -33,10 +33,10 @@ def fake_runner(monkeypatch, pass_ids):
         out = os.path.join(kwargs["private_data_dir"], "artifacts", kwargs["ident"])
         os.makedirs(out, exist_ok=True)
         with open(os.path.join(out, "stdout"), "w", encoding="utf-8") as handle:
-            handle.write("PLAY [Watch every open job]\nfatal: lab-head: the head is away\n")
+            handle.write(fake.text)
         return SimpleNamespace(rc=fake.rc, status="successful" if fake.rc == 0 else "failed")
 
-    fake = SimpleNamespace(calls=calls, rc=0)
+    fake = SimpleNamespace(calls=calls, rc=0, text="PLAY [Watch every open job]\nfatal: lab-head: the head is away\n")
     monkeypatch.setattr(ansible_runner, "run", run)
     return fake
 
@@ -49,7 +49,7 @@ def test_a_pass_runs_watch_yml_from_the_project_with_its_inventory(tmp_path, fak
                       "inventory": os.path.abspath("inventory/example"),
                       "ident": "watch-1", "rotate_artifacts": 5, "quiet": True}
     out = capsys.readouterr().out
-    assert "watch watch-1: successful (rc=0)" in out and "the head is away" not in out  # a good pass: one line
+    assert "watch.yml watch-1: successful (rc=0)" in out and "the head is away" not in out  # a good pass: one line
     # The lock is free again for the next pass.
     regression_run.RunLock(str(state / "watch.lock"), "next", kind="watch").acquire().release()
 
@@ -67,7 +67,8 @@ def test_a_failed_pass_exits_with_the_playbooks_status_and_shows_its_output(tmp_
     fake_runner.rc = 2
     assert watch.main(["--state-dir", str(tmp_path)]) == 2
     out = capsys.readouterr().out
-    assert "watch watch-1: failed (rc=2)" in out and "fatal: lab-head: the head is away" in out
+    assert "watch.yml watch-1: failed (rc=2)" in out and "fatal: lab-head: the head is away" in out
+    assert [c["playbook"] for c in fake_runner.calls] == ["watch.yml"]  # no --heal: nothing more
 
 
 def test_a_pass_that_finds_the_lock_held_exits_0_without_running(tmp_path, fake_runner, capsys):
@@ -106,3 +107,16 @@ def test_real_passes_keep_the_newest_outputs(tmp_path, monkeypatch, pass_ids):
     assert sorted(os.listdir(artifacts)) == ["watch-2", "watch-3"]
     assert "a watcher pass" in (artifacts / "watch-3" / "stdout").read_text()
     assert len((tmp_path / "state" / "watch" / "passes.log").read_text().splitlines()) == 2
+
+
+@pytest.mark.parametrize("text, healed", [
+    ("fatal: [lab-head]: FAILED! => msg: cannot talk to Ray's job API at http://10.0.0.10:8265: ConnectionError\n", True),
+    ("fatal: [lab-head]: FAILED! => msg: Ray at http://10.0.0.10:8265 refused the token\n", False),
+])
+def test_heal_runs_up_yml_once_only_when_the_head_did_not_answer(tmp_path, fake_runner, capsys, text, healed):
+    fake_runner.rc, fake_runner.text = 2, text
+    assert watch.main(["--state-dir", str(tmp_path), "--heal"]) == 2
+    assert [c["playbook"] for c in fake_runner.calls] == (["watch.yml", "up.yml"] if healed else ["watch.yml"])
+    if healed:
+        assert fake_runner.calls[1]["ident"] == "watch-1-heal"
+        assert "up.yml watch-1-heal: failed (rc=2)" in capsys.readouterr().out
