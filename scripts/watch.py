@@ -12,7 +12,8 @@ who holds it and exits 0 (the running pass does the work). Each pass keeps ansib
 both bounded to the newest --keep passes. Prints one line per pass (and the tail of the output when
 the pass failed). Exits with the playbook's status.
 
-With --heal, a pass that could not reach the cluster's job API (the head is down) runs up.yml once: with a GCS
+With --heal, a pass that could not reach the cluster's job API (the head is down) runs up.yml once, then the pass
+again: with a GCS
 store the head comes back to its tables and its jobs go on (docs/fault-tolerance.md); without one, up.yml's
 reconcile records what the head forgot. up.yml never restarts a healthy node while a job runs on it.
 """
@@ -124,7 +125,9 @@ def main(argv=None):
         rc, output = run_logged(ansible_runner, args, pass_id, PLAYBOOK)
         if rc != 0 and args.heal and head_down(output):
             heal_rc, _ = run_logged(ansible_runner, args, f"{pass_id}-heal", HEAL_PLAYBOOK)
-            return heal_rc or rc
+            if heal_rc != 0:
+                return heal_rc
+            rc, _ = run_logged(ansible_runner, args, f"{pass_id}-after-heal", PLAYBOOK)  # the pass, now it can see
         return rc
     finally:
         lock.release()

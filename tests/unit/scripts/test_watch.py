@@ -117,6 +117,21 @@ def test_heal_runs_up_yml_once_only_when_the_head_did_not_answer(tmp_path, fake_
     fake_runner.rc, fake_runner.text = 2, text
     assert watch.main(["--state-dir", str(tmp_path), "--heal"]) == 2
     assert [c["playbook"] for c in fake_runner.calls] == (["watch.yml", "up.yml"] if healed else ["watch.yml"])
-    if healed:
+    if healed:  # up.yml failed too (the fake fails every run): no second pass
         assert fake_runner.calls[1]["ident"] == "watch-1-heal"
         assert "up.yml watch-1-heal: failed (rc=2)" in capsys.readouterr().out
+
+
+def test_a_healed_head_gets_the_pass_again(tmp_path, fake_runner, monkeypatch):
+    fake_runner.rc, fake_runner.text = 2, "msg: cannot talk to Ray's job API at http://10.0.0.10:8265\n"
+    real_run = ansible_runner.run
+    results = iter([2, 0, 0])
+
+    def run(**kwargs):
+        fake_runner.rc = next(results)
+        return real_run(**kwargs)
+
+    monkeypatch.setattr(ansible_runner, "run", run)
+    assert watch.main(["--state-dir", str(tmp_path), "--heal"]) == 0
+    assert [(c["playbook"], c["ident"]) for c in fake_runner.calls] == [
+        ("watch.yml", "watch-1"), ("up.yml", "watch-1-heal"), ("watch.yml", "watch-1-after-heal")]
