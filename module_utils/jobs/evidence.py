@@ -212,9 +212,7 @@ def finalize(job, info, status):
     status.steps = parsed["last_loss"][0] if parsed["last_loss"] else None
     status.first_loss = parsed["first_loss"][1] if parsed["first_loss"] else None
     status.last_loss = parsed["last_loss"][1] if parsed["last_loss"] else None
-    preflight = read_json(job.rec["preflight"])
-    if isinstance(preflight, dict):
-        status.preflight = job.redact(preflight)
+    status.preflight = job.record.preflight(job.redact) or status.preflight  # known fields, bounded, redacted
     status.phases = phases(status.submitted_at, summary["start_time"], summary["end_time"],
                            (status.phases or {}).get("submit_s"))
     evidence = None  # a failure's logs and cluster state, gathered once
