@@ -15,6 +15,7 @@ import copy
 import dataclasses
 import datetime
 import posixpath
+import re
 import secrets
 
 from ansible.module_utils import conventions
@@ -170,9 +171,103 @@ def _finish(name, data):
     if not is_inside(v["checkpoint_dir"], v["shared_root"]):
         raise JobSpecError("checkpoint_dir", f"must be inside shared_root {v['shared_root']}",
                            v["checkpoint_dir"])
+    check_owned(v)
     return JobSpec(name=name, **{**v, "resources": Resources(**v["resources"]),
                                  "timeouts": Timeouts(**v["timeouts"]), "retries": Retries(**v["retries"]),
                                  "debug": Debug(**v["debug"])})
+
+
+# ---------------------------------------------------------------- what the spec owns, only the spec sets
+
+# Env names that choose which code runs or how it loads, so `code_id`, `code_path` and `user_code` (the spec's) would
+# mean nothing: Python's search path, startup and bytecode (PYTHON*), where `python` is found (PATH) or a user
+# site-packages (HOME), the dynamic loader's (every LD_* and DYLD_*), the shell's startup file (BASH_ENV, ENV).
+# The names the renderer sets itself (jobspec_render.RENDERED_ENV: PYTHONPATH, RAY_DEBUG, ...) are refused too.
+CODE_ENV_NAMES = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "PYTHONPLATLIBDIR",
+                  "PYTHONPYCACHEPREFIX", "PYTHONEXECUTABLE", "PYTHONBREAKPOINT", "PATH", "HOME", "BASH_ENV", "ENV")
+CODE_ENV_PREFIXES = ("LD_", "DYLD_")
+# The one kind of interpolation an override may hold: a plain reference to another config key, ${a.b} (or ${..a},
+# ${a.b[0]}). Resolvers, ${name:...} (oc.env, oc.decode, eval, a site's own), read the environment or run code.
+_PLAIN_REFERENCE = re.compile(r"\$\{\.*[A-Za-z_][A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]+|\[[0-9]+\])*\}")
+
+
+class OwnedError(JobSpecError):
+    """A spec input that takes back what the spec owns: one line naming the field and the rule, never the value."""
+
+    def __init__(self, field, rule):
+        super().__init__(field, rule, None)
+        self.args = (f"jobspec field '{field}': {rule}",)
+
+
+def _owned_conflict(target, owned_keys):
+    """The owned key a config path sets, replaces (an ancestor: trainer={...}) or reaches into; or None."""
+    for key in owned_keys:
+        if target in ("", key) or key.startswith(target + ".") or target.startswith(key + "."):
+            return key
+    return None
+
+
+def check_env(env):
+    """A job's env may not choose its code (CODE_ENV_NAMES) nor set what the renderer sets (RENDERED_ENV)."""
+    from ansible.module_utils.jobspec_render import RENDERED_ENV  # here: jobspec_render imports this module
+
+    for name in env:
+        if name in CODE_ENV_NAMES or name.startswith(CODE_ENV_PREFIXES):
+            raise OwnedError(f"env.{name}", "changes which code a job runs or how it is loaded (PYTHONPATH, LD_*, "
+                             "PATH and their like: jobspecs/README.md): choose the code with code_id (or code_path) "
+                             "and user_code; the site's plugins (common/code/plugins) are on every job's PYTHONPATH")
+        if name in RENDERED_ENV:
+            raise OwnedError(f"env.{name}", f"is set by the spec from {RENDERED_ENV[name]}: set that instead")
+
+
+def check_overrides(overrides):
+    """Overrides may not delete keys (~), set what the spec renders (jobspec_render.OWNED_KEYS, their ancestors
+    included) or hydra's own config, nor call a resolver (plain ${other.key} references stay)."""
+    from ansible.module_utils.jobspec_render import OWNED_KEYS  # here: jobspec_render imports this module
+
+    for i, text in enumerate(overrides):
+        field = f"overrides[{i}]"
+        key, _, value = text.partition("=")
+        if "~" in key:
+            raise OwnedError(field, "deletes a key (~): an override may set or add keys, never remove them")
+        path, _, package = key.lstrip("+").partition("@")
+        # A config group path (a/b) is the package a.b; @_global_ puts an option at the top of the config.
+        targets = [path.replace("/", ".")]
+        if package:
+            parts = package.split(".")
+            if parts[0].startswith("_"):  # _global_ is the top; _group_, _here_ and _name_ are taken as it too
+                parts = parts[1:] if parts[0] == "_global_" else []
+            targets.append(".".join(parts))
+        for target in targets:
+            if target.split(".")[0] == "hydra":
+                raise OwnedError(field, "sets hydra's own config (hydra.*), which decides what runs and where it writes")
+            owned = _owned_conflict(target, OWNED_KEYS)
+            if owned is not None:
+                raise OwnedError(field, f"sets {owned} (or a key above it), which the spec renders from "
+                                 f"{OWNED_KEYS[owned]}: set that instead")
+        for found in re.finditer(r"\$\{", value):
+            if not _PLAIN_REFERENCE.match(value, found.start()):
+                raise OwnedError(field, "calls an interpolation resolver (${name:...}, e.g. oc.env, oc.decode, eval), "
+                                 "which reads the environment or runs code: only plain ${other.key} references")
+
+
+def check_checkpoint_dir(checkpoint_dir, output_dir):
+    """Checkpoints go into the job's own record (its checkpoints/ by default): never another job's record, a code
+    snapshot, the regression tree or one of the record's own files and folders (config/, logs/, status.json...)."""
+    top = posixpath.relpath(checkpoint_dir, output_dir).split("/")[0]
+    own = {posixpath.relpath(path, output_dir).split("/")[0] for path in record_paths(output_dir).values()}
+    if not is_inside(checkpoint_dir, output_dir) or top.startswith(".") or (top in own and top != "checkpoints"):
+        raise OwnedError("checkpoint_dir", "must be inside the job's own record <shared_root>/jobs/<submission_id>/ "
+                         "(default its checkpoints/; not config/, logs/, debug/ or one of its files): never another "
+                         "job's record, a code snapshot or the regression tree (to start from another job's "
+                         "checkpoint, set resume_from)")
+
+
+def check_owned(values):
+    """What the spec owns, only the spec sets: its code, its rendered hydra keys and its checkpoint directory."""
+    check_env(values["env"])
+    check_overrides(values["overrides"])
+    check_checkpoint_dir(values["checkpoint_dir"], values["output_dir"])
 
 
 def attempt_layer(spec, submission_id, resume_from):
@@ -181,8 +276,19 @@ def attempt_layer(spec, submission_id, resume_from):
     old = dict(spec.to_dict() if isinstance(spec, JobSpec) else spec)
     name = old.pop("name", None)
     output_dir = old.pop("output_dir", None)
-    if output_dir and old.get("checkpoint_dir") == record_paths(output_dir)["checkpoints"]:
-        del old["checkpoint_dir"]
+    checkpoint_dir = old.get("checkpoint_dir")
+    if isinstance(output_dir, str) and isinstance(checkpoint_dir, str) and is_inside(checkpoint_dir, output_dir):
+        # Checkpoints go into each job's own record: the attempt's, at the same place in it.
+        del old["checkpoint_dir"]  # the default: the attempt's checkpoints/
+        output_dir, checkpoint_dir = posixpath.normpath(output_dir), posixpath.normpath(checkpoint_dir)
+        if checkpoint_dir != record_paths(output_dir)["checkpoints"]:
+            where = posixpath.relpath(checkpoint_dir, output_dir)
+            old["checkpoint_dir"] = posixpath.join(posixpath.dirname(output_dir), submission_id, where)
+    env = old.get("env")
+    if isinstance(env, dict) and isinstance(old.get("shared_root"), str) and \
+            env.get("PYTHONPATH") == conventions.plugins_code_dir(old["shared_root"]):
+        # A record from before env.PYTHONPATH was refused (the lab's plugins): the plugins are on every job's path.
+        old["env"] = {k: v for k, v in env.items() if k != "PYTHONPATH"}
     if old.get("code_id") is not None:
         old.pop("code_path", None)
     return name, {**old, "submission_id": submission_id, "resume_from": resume_from}

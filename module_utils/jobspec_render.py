@@ -22,6 +22,13 @@ def _hydra_value(value):
     return str(value)
 
 
+# The env names the renderer sets itself, from the spec's own fields: a job's env may not set them (jobspec checks it).
+RENDERED_ENV = {"PYTHONPATH": "code_id, code_path and user_code (and the site's plugins directory)",
+                "RAY_ADDRESS": "the workload (sft joins the cluster it runs in)",
+                "RAY_DEBUG": "debug.breakpoints and debug.post_mortem",
+                "RAY_DEBUG_POST_MORTEM": "debug.post_mortem"}
+
+
 def render_runtime_env(spec, ray_config) -> dict:
     """runtime_env of the job: the site's, plus job env vars and the code on PYTHONPATH.
 
@@ -30,6 +37,7 @@ def render_runtime_env(spec, ray_config) -> dict:
     spec, rc = _as_spec(spec), _as_ray_config(ray_config)
     runtime_env = copy.deepcopy(rc.runtime_env)
     env_vars = dict(runtime_env.get("env_vars", {}))
+    env_vars.update(spec.env)  # never a RENDERED_ENV name (jobspec refuses them): those are set below
     if spec.workload == "sft":
         # sft_trainer_ray calls ray.init() itself; "auto" joins the cluster the job runs in.
         env_vars["RAY_ADDRESS"] = "auto"
@@ -39,14 +47,51 @@ def render_runtime_env(spec, ray_config) -> dict:
     env_vars["RAY_DEBUG"] = "1" if wants_debugger else "0"
     if spec.debug.post_mortem:
         env_vars["RAY_DEBUG_POST_MORTEM"] = "1"
-    env_vars.update(spec.env)
-    # The share's user/code is writable by its users: a sitecustomize.py there would run in every job (as
-    # root) and in the head's preflight. Only a job that asks for it gets it.
+    # The code: the job's (its snapshot or code_path), then the site's platform plugins (common/code/plugins, root's
+    # like the snapshots: the code_snapshot role copies code_snapshot_plugins there; a plugin is inert until a job's
+    # env names it, e.g. VERL_USE_EXTERNAL_MODULES), then the share's user/code, which its users can write: a
+    # sitecustomize.py there would run in every job (as root) and in the head's preflight, so only a job that asks
+    # gets it. Last, a PYTHONPATH of the site's own ray_config.runtime_env (the operator's, never a spec's).
     user_code = conventions.user_code_dir(spec.shared_root) if spec.user_code else None
     env_vars["PYTHONPATH"] = ":".join(
-        p for p in (spec.code_path, user_code, env_vars.get("PYTHONPATH")) if p)
+        p for p in (spec.code_path, conventions.plugins_code_dir(spec.shared_root), user_code,
+                    runtime_env.get("env_vars", {}).get("PYTHONPATH")) if p)
     runtime_env["env_vars"] = {k: str(v) for k, v in env_vars.items()}
     return runtime_env
+
+
+_RL = ("ppo", "grpo")
+# What the spec renders into verl's hydra config, one row a key: (key, workloads, the spec's field that sets it,
+# its value from the spec, the loggers and the checkpoint a resume starts from). The one home of those keys: the
+# trainer's arguments are rendered from it, and an override may not set any of them (OWNED_KEYS, jobspec checks).
+SETTINGS = (
+    ("algorithm.adv_estimator", _RL, "workload", lambda s, log, res: "gae" if s.workload == "ppo" else "grpo"),
+    ("data.train_files", TRAINERS, "train_files", lambda s, log, res: s.train_files),
+    ("data.val_files", TRAINERS, "val_files", lambda s, log, res: s.val_files),
+    ("model.path", ("sft",), "model_path", lambda s, log, res: s.model_path),
+    ("actor_rollout_ref.model.path", _RL, "model_path", lambda s, log, res: s.model_path),
+    ("critic.model.path", ("ppo",), "model_path", lambda s, log, res: s.model_path),
+    ("trainer.default_local_dir", TRAINERS, "checkpoint_dir", lambda s, log, res: s.checkpoint_dir),
+    ("trainer.save_freq", TRAINERS, "save_freq", lambda s, log, res: s.save_freq),
+    ("trainer.nnodes", TRAINERS, "resources.nnodes", lambda s, log, res: s.resources.nnodes),
+    ("trainer.n_gpus_per_node", TRAINERS, "resources.n_gpus_per_node",
+     lambda s, log, res: s.resources.n_gpus_per_node),
+    ("trainer.total_training_steps", TRAINERS, "total_training_steps", lambda s, log, res: s.total_training_steps),
+    ("trainer.total_epochs", TRAINERS, "total_epochs", lambda s, log, res: s.total_epochs),
+    ("trainer.project_name", TRAINERS, "project_name", lambda s, log, res: s.project_name),
+    ("trainer.experiment_name", TRAINERS, "experiment_name", lambda s, log, res: s.experiment_name),
+    ("trainer.logger", TRAINERS, "env (wandb when WANDB_API_KEY is set)", lambda s, log, res: log),
+    # verl 0.9.1 reads reward.custom_reward_function; the top-level legacy key is only migrated by a path its v1
+    # trainer skips, so a reward function set there would be silently ignored.
+    ("reward.custom_reward_function.path", _RL, "reward_fn_path", lambda s, log, res: s.reward_fn_path),
+    ("trainer.resume_mode", TRAINERS, "resume_from", lambda s, log, res: "resume_path" if res else None),
+    ("trainer.resume_from_path", TRAINERS, "resume_from", lambda s, log, res: res),
+)
+# Keys an override may not set, each with the spec field that owns it: the rendered ones, and those of verl that
+# would take them back: its legacy reward key (still read on some paths), the copy of every checkpoint it makes
+# elsewhere (default_hdfs_dir: a local path too), and the removal of the checkpoint it resumed from (another record).
+OWNED_KEYS = {**{key: field for key, _, field, _ in SETTINGS}, "custom_reward_function.path": "reward_fn_path",
+              "trainer.default_hdfs_dir": "checkpoint_dir", "trainer.del_local_ckpt_after_load": "resume_from"}
 
 
 def _trainer_args(spec, rc, resume_path=None):
@@ -55,32 +100,9 @@ def _trainer_args(spec, rc, resume_path=None):
     resume_path: the checkpoint (a global_step_N folder) the job resumes from, found on the head."""
     env_vars = render_runtime_env(spec, rc)["env_vars"]
     loggers = ["console"] + (["wandb"] if "WANDB_API_KEY" in env_vars else [])
-    if spec.workload == "sft":
-        head = ["verl.trainer.sft_trainer_ray"]
-        settings = [("model.path", spec.model_path)]
-    else:
-        estimator = "gae" if spec.workload == "ppo" else "grpo"
-        head = ["verl.trainer.main_ppo", f"algorithm.adv_estimator={estimator}"]
-        settings = [("actor_rollout_ref.model.path", spec.model_path)]
-        if spec.workload == "ppo":
-            settings.append(("critic.model.path", spec.model_path))
-    settings = [("data.train_files", spec.train_files), ("data.val_files", spec.val_files),
-                *settings,
-                ("trainer.default_local_dir", spec.checkpoint_dir),
-                ("trainer.save_freq", spec.save_freq),
-                ("trainer.nnodes", spec.resources.nnodes),
-                ("trainer.n_gpus_per_node", spec.resources.n_gpus_per_node),
-                ("trainer.total_training_steps", spec.total_training_steps),
-                ("trainer.total_epochs", spec.total_epochs),
-                ("trainer.project_name", spec.project_name),
-                ("trainer.experiment_name", spec.experiment_name),
-                ("trainer.logger", loggers)]
-    if spec.workload != "sft":
-        # verl 0.9.1 reads reward.custom_reward_function; the top-level legacy key is only migrated by a
-        # path its v1 trainer skips, so a reward function set there would be silently ignored.
-        settings.append(("reward.custom_reward_function.path", spec.reward_fn_path))
-    if resume_path:
-        settings += [("trainer.resume_mode", "resume_path"), ("trainer.resume_from_path", resume_path)]
+    head = ["verl.trainer.sft_trainer_ray" if spec.workload == "sft" else "verl.trainer.main_ppo"]
+    settings = [(key, value(spec, loggers, resume_path)) for key, workloads, _, value in SETTINGS
+                if spec.workload in workloads]
     args = [f"{key}={_hydra_value(value)}" for key, value in settings if value is not None]
     return ["-m", *head, *args, *spec.overrides]
 

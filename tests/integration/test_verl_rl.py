@@ -84,10 +84,9 @@ def test_grpo_resumes_from_the_suite_checkpoint():
     if not os.path.isdir(record(first, "checkpoints", "global_step_2")):
         pytest.skip("the suite's GRPO job left no checkpoint (see the test before)")
     resumed = f"grpo-resume-{uuid.uuid4().hex[:8]}"
+    # resume_from, not overrides: the resume keys are the spec's (an override of trainer.resume_* is refused).
     run = playbook("submit.yml", "-e", "spec=grpo", "-e", f"submission_id={resumed}", "-e", "wait=true",
-                   "-e", "total_training_steps=4",
-                   "-e", json.dumps({"overrides": ["trainer.resume_mode=resume_path",
-                                                   f"trainer.resume_from_path=/private/jobs/{first}/checkpoints/global_step_2"]}))
+                   "-e", "total_training_steps=4", "-e", f"resume_from={first}")
     assert run.rc == 0, run
     st = status(resumed)
     assert st["state"] == "SUCCEEDED" and st["steps"] == 4, st

@@ -144,15 +144,17 @@ def test_job_module_refuses_another_jobs_output_dir(ray, ray_config, capsys):
 
 
 def test_module_refuses_a_checkpoint_dir_that_a_symlink_takes_outside(ray, ray_config, capsys, tmp_path_factory):
+    # checkpoint_dir is inside the job's own record (jobspec refuses anywhere else); a symlink there still counts.
     root = ray_config["shared_root"]
     outside = tmp_path_factory.mktemp("outside")
-    os.makedirs(os.path.join(root, "user"))
-    os.symlink(outside, os.path.join(root, "user", "link"))
-    spec = make_spec(ray_config, checkpoint_dir=os.path.join(root, "user", "link", "ck"))
+    spec = make_spec(ray_config, checkpoint_dir=os.path.join(root, "jobs", "link-ck", "ck"), submission_id="link-ck")
+    os.makedirs(os.path.join(root, "jobs", "link-ck"))
+    os.symlink(outside, os.path.join(root, "jobs", "link-ck", "ck"))
     out = module_result(capsys, spec=spec, ray_config=ray_config)
     assert out["failed"] and out["msg"].startswith("jobspec field 'checkpoint_dir': must resolve inside")
     assert SECRET not in out["msg"]
-    assert not os.path.exists(os.path.join(root, "jobs")) and os.listdir(outside) == [] and ray.submitted == []
+    assert os.listdir(os.path.join(root, "jobs", "link-ck")) == ["ck"] and os.listdir(outside) == []
+    assert ray.submitted == []
 
 
 def test_module_refuses_a_spec_for_another_shared_root(ray, ray_config, capsys, tmp_path_factory):
@@ -233,8 +235,8 @@ def test_the_table_has_sixty_bad_inputs():
 def test_good_hydra_overrides_still_pass(ray_config):
     spec = jobspec.resolve({"workload": "sft", "model_path": "/m", "train_files": "/t"}, name="sft",
                            ray_config=ray_config, cli={"overrides": [
-                               "data.max_length=1024", "+trainer.val_before_train=false", "++a.b=1", "~c.d=null",
-                               "actor_rollout_ref.actor.optim.lr=1e-6", "x.y='a b'"]})
+                               "data.max_length=1024", "+trainer.val_before_train=false", "++a.b=1",
+                               "actor_rollout_ref.actor.optim.lr=1e-6", "x.y='a b'", "data.n=${data.max_length}"]})
     assert len(spec.overrides) == 6
 
 

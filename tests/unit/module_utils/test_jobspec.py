@@ -353,13 +353,13 @@ def trainer_common(spec):
 
 def test_ppo_entrypoint():
     spec = run({**PPO, "overrides": ["actor_rollout_ref.rollout.name=vllm",
-                                     "trainer.save_freq=99"]})
+                                     "trainer.val_before_train=False"]})
     args = argv(spec)
     assert args[:3] == ["python", "-m", "verl.trainer.main_ppo"]
     for expected in ["algorithm.adv_estimator=gae", f"actor_rollout_ref.model.path={MODEL}",
                      f"critic.model.path={MODEL}", *trainer_common(spec)]:
         assert expected in args
-    assert args[-2:] == ["actor_rollout_ref.rollout.name=vllm", "trainer.save_freq=99"]
+    assert args[-2:] == ["actor_rollout_ref.rollout.name=vllm", "trainer.val_before_train=False"]
     assert not any(a.startswith(("data.val_files=", "trainer.total_", "reward.custom_reward_function"))
                    for a in args)
 
@@ -403,10 +403,11 @@ def test_runtime_env_pythonpath_and_env_precedence():
     assert runtime_env == {
         "config": {"setup_timeout_seconds": 60},
         "env_vars": {"HF_HUB_OFFLINE": "1", "A": "job", "RAY_DEBUG": "0",
-                     "PYTHONPATH": "/private/common/code/verl/v1:/private/user/code"}}
-    no_code = jobspec_render.render_runtime_env(run({**PPO, "env": {"PYTHONPATH": "/opt/extra"}}, cli={
-        "user_code": True}), rc)
-    assert no_code["env_vars"]["PYTHONPATH"] == "/private/user/code:/opt/extra"
+                     "PYTHONPATH": "/private/common/code/verl/v1:/private/common/code/plugins:/private/user/code"}}
+    # The site's own ray_config.runtime_env may add a path (last); a spec's env may not (test_jobspec_owned).
+    site = {**RC, "runtime_env": {"env_vars": {"PYTHONPATH": "/opt/site"}}}
+    no_code = jobspec_render.render_runtime_env(run(PPO, cli={"user_code": True}, rc=site), site)
+    assert no_code["env_vars"]["PYTHONPATH"] == "/private/common/code/plugins:/private/user/code:/opt/site"
     assert "working_dir" not in runtime_env
     assert rc["runtime_env"]["env_vars"] == {"HF_HUB_OFFLINE": "1", "A": "site"}
 
@@ -522,12 +523,12 @@ def test_user_code_is_opt_in_for_the_job_and_its_preflight():
     default = run({**PPO, "code_id": "v1"})
     assert default.user_code is False
     env = jobspec_render.render_runtime_env(default, RC)["env_vars"]
-    assert env["PYTHONPATH"] == "/private/common/code/verl/v1"
+    assert env["PYTHONPATH"] == "/private/common/code/verl/v1:/private/common/code/plugins"
     smoke_env = jobspec_render.render_runtime_env(run(SMOKE), RC)["env_vars"]
     assert "/private/user/code" not in smoke_env["PYTHONPATH"]
     asked = run({**PPO, "code_id": "v1"}, cli={"user_code": True})
     assert jobspec_render.render_runtime_env(asked, RC)["env_vars"]["PYTHONPATH"] == (
-        "/private/common/code/verl/v1:/private/user/code")
+        "/private/common/code/verl/v1:/private/common/code/plugins:/private/user/code")
     for bad in ("yes", 1, "true"):
         with pytest.raises(JobSpecError, match=r"^jobspec field 'user_code': must be true or false"):
             run({**SMOKE, "user_code": bad})
