@@ -5,14 +5,22 @@ step's folder or in its actor/ and critic/ sub-folders) and only then writes N i
 latest_checkpointed_iteration.txt. So a checkpoint is whole when the tracker has reached N and every kind
 of shard (every kind any of the job's checkpoints has) has every rank 0..W-1 at the world size the resuming
 job runs at. A step folder newer than the tracker is a save that did not finish. Standard library only: the module on the head imports it.
+
+The checkpoints sit on the shared root, which anyone may write: the tracker is read as a small regular file
+(jobs/files.py: a FIFO or a symlink is never opened), numbers are ASCII digits of bounded length, and a step is only
+ever one folder of the checkpoint dir itself: a symlinked global_step_N, or one whose real path leaves the
+checkpoint dir, is skipped with its reason.
 """
 
 import os
 import re
 
+from ansible.module_utils.jobs.files import MAX_DIGITS, RecordError, ascii_int, read_small
+
 TRACKER = "latest_checkpointed_iteration.txt"
-_STEP = re.compile(r"^global_step_(\d+)$")
-_SHARD = re.compile(r"^(?P<kind>.+)_world_size_(?P<world>\d+)_rank_(?P<rank>\d+)\.pt$")
+_DIGITS = f"[0-9]{{1,{MAX_DIGITS}}}"
+_STEP = re.compile(rf"global_step_({_DIGITS})", re.ASCII)
+_SHARD = re.compile(rf"(?P<kind>.+)_world_size_(?P<world>{_DIGITS})_rank_(?P<rank>{_DIGITS})\.pt", re.ASCII)
 
 
 class CheckpointError(Exception):
@@ -23,23 +31,34 @@ class NoCheckpoint(CheckpointError):
     """Not a single step folder: the job never saved (an attempt then starts from the beginning)."""
 
 
-def tracker_step(checkpoint_dir):
-    """The step latest_checkpointed_iteration.txt names, or None (no file, or not a number)."""
+def read_tracker(checkpoint_dir):
+    """(the step latest_checkpointed_iteration.txt names, None) or (None, why not): no file, not a regular file (a
+    FIFO, a symlink), not a number in at most MAX_DIGITS ASCII digits."""
+    path = os.path.join(checkpoint_dir, TRACKER)
     try:
-        with open(os.path.join(checkpoint_dir, TRACKER), encoding="utf-8") as handle:
-            text = handle.read().strip()
-    except OSError:
-        return None
-    return int(text) if text.isdigit() else None
+        raw = read_small(path, 64)
+    except RecordError as exc:
+        return None, str(exc).replace(f"{path}: ", "", 1)
+    except OSError as exc:
+        return None, f"cannot be read ({exc.strerror})"
+    if raw is None:
+        return None, "is missing"
+    step = ascii_int(raw.decode("ascii", errors="replace"))
+    return (step, None) if step is not None else (None, f"does not hold a step in ASCII digits (at most {MAX_DIGITS})")
+
+
+def tracker_step(checkpoint_dir):
+    """The step latest_checkpointed_iteration.txt names, or None (read_tracker says why)."""
+    return read_tracker(checkpoint_dir)[0]
 
 
 def shard_groups(step_dir):
     """{(sub-folder, kind): {"worlds": {W, ...}, "ranks": {R, ...}}} of the shards under a step folder."""
     groups = {}
-    for folder, _, files in os.walk(step_dir):
+    for folder, _, files in os.walk(step_dir):  # symlinked sub-folders are not entered
         where = os.path.relpath(folder, step_dir)
         for name in files:
-            match = _SHARD.match(name)
+            match = _SHARD.fullmatch(name)
             if match:
                 group = groups.setdefault((where, match["kind"]), {"worlds": set(), "ranks": set()})
                 group["worlds"].add(int(match["world"]))
@@ -72,6 +91,15 @@ def check_step(step_dir, world_size, expected=()):
     return True, "", False
 
 
+def outside(path, real_dir):
+    """Why a step folder is not the checkpoint dir's own (a symlink, or its real path leaves real_dir), or None."""
+    if os.path.islink(path):
+        return "is a symlink: a step is never taken from outside its checkpoint dir"
+    if os.path.dirname(os.path.realpath(path)) != real_dir:
+        return "its real path leaves the checkpoint dir"
+    return None
+
+
 def newest_whole(checkpoint_dirs, world_size):
     """The newest whole checkpoint over checkpoint_dirs (a job's and its earlier attempts'), at world_size.
 
@@ -82,13 +110,19 @@ def newest_whole(checkpoint_dirs, world_size):
     for directory in checkpoint_dirs:
         if not os.path.isdir(directory):
             continue
-        tracked = tracker_step(directory)
-        for name in os.listdir(directory):
-            match = _STEP.match(name)
-            if not match or not os.path.isdir(os.path.join(directory, name)):
+        tracked, untracked = read_tracker(directory)
+        real = os.path.realpath(directory)
+        for name in sorted(os.listdir(directory)):
+            match = _STEP.fullmatch(name)
+            path = os.path.join(directory, name)
+            if not match or not os.path.isdir(path):
                 continue
-            path, step = os.path.join(directory, name), int(match[1])
-            if tracked is None or step > tracked:
+            step, why = int(match[1]), outside(path, real)
+            if why:
+                skipped.append((path, why))
+            elif tracked is None:
+                skipped.append((path, f"{TRACKER} {untracked}: no save is known to have finished"))
+            elif step > tracked:
                 skipped.append((path, f"newer than {TRACKER} ({tracked}): its save did not finish"))
             else:
                 candidates.append((step, path))

@@ -110,9 +110,33 @@ def paths(shared_root):
             "marker_file": MARKER_FILE, "layout": dict(LAYOUT)}
 
 
+# What a terminal would act on rather than show: escape sequences (OSC such as a clipboard write and the other string
+# commands, up to their terminator or the end of the line, never past a newline; CSI such as clear screen; any other
+# ESC with its final byte), the C0 controls but tab and newline, DEL, the C1 controls, and the bidirectional
+# overrides that make text read other than it is. Alternatives without nested repetition: linear in the length.
+_UNPRINTABLE = re.compile(
+    r"(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c\n]*(?:\x07|\x1b\\|\x9c)?"
+    r"|(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"
+    r"|\x1b[ -/]*[0-~]?"
+    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_UNPRINTABLE_ONE_LINE = re.compile(r"[\t\n]|" + _UNPRINTABLE.pattern)
+_SPACES = "\t\n\r\x0b\x0c"
+
+
+def printable(text, keep_newlines=True):
+    """text with everything a terminal would act on removed (see _UNPRINTABLE): tabs and newlines stay, or, with
+    keep_newlines false, they (and CR, VT, FF) become spaces. Whatever prints text from a job or the shared root
+    goes through this or one_line: a job's log must not clear the operator's screen or write to their clipboard."""
+    text = str("" if text is None else text)
+    if keep_newlines:
+        return _UNPRINTABLE.sub("", text)
+    return _UNPRINTABLE_ONE_LINE.sub(lambda m: " " if m.group() in _SPACES else "", text)
+
+
 def one_line(text, width=None):
-    """text on one line (whitespace runs become one space), cut to width with '...'."""
-    line = " ".join(str("" if text is None else text).split())
+    """text on one line (whitespace runs become one space, control characters and escape sequences removed: see
+    printable), cut to width with '...'."""
+    line = " ".join(printable(text, keep_newlines=False).split())
     if width is not None and len(line) > width:
         line = line[: width - 3] + "..."
     return line

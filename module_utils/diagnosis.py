@@ -5,17 +5,24 @@ and the raylet logs of their nodes, the job's status) and returns the first sign
 {kind, evidence: {file, line}, hint}. The more specific signatures come first (a CUDA out-of-memory
 kills a worker, which then looks like a dead actor). Pure and standard-library only: the module on
 the head imports it, and the unit tests run it on real log excerpts.
+
+Logs are untrusted text: classify is linear in their length whatever their lines' lengths. A pattern never
+repeats without a bound before more text it must find (`A.*B` is written as two patterns, A then B, each searched
+once: see _compile), and a line longer than 2 * WINDOW is searched in its first and last WINDOW characters only.
 """
 
 import collections
 import re
+
+from ansible.module_utils.conventions import one_line
 
 # retryable: a retry may cure it (JobSpec retries.on takes only these): the cluster failed the job, not the job
 # itself. User errors (hydra_config, import_error, ...) fail the same way again; a stop by a person or by Slurm is
 # never retried.
 Signature = collections.namedtuple("Signature", "kind patterns hint retryable", defaults=(False,))
 
-# Signature(kind, patterns, hint, retryable). Patterns are searched line by line, case-sensitive, as Ray and verl print them.
+# Signature(kind, patterns, hint, retryable). Patterns are searched line by line, case-sensitive, as Ray and verl
+# print them; ".*" in a pattern splits it into parts found one after the other (see _compile).
 SIGNATURES = tuple(Signature(*row) for row in (
     # Set by ray_job itself (the status's reason) when a restarted head no longer knows a job.
     ("head_restarted", (r"^HEAD_RESTARTED$",),
@@ -35,7 +42,7 @@ SIGNATURES = tuple(Signature(*row) for row in (
     ("oom_kill", (r"ray\.exceptions\.OutOfMemoryError", r"Task was killed due to the node running low on memory",
                   r"Killed process \d+ .*oom", r"oom-kill", r"memory usage threshold"),
      "a node ran out of host memory and Ray or the kernel killed a worker: lower batch sizes or add memory", True),
-    ("hydra_config", (r"Could not override '", r"Key '[^']+' is not in struct", r"ConfigCompositionException",
+    ("hydra_config", (r"Could not override '", r"Key '[^'\n]{1,500}' is not in struct", r"ConfigCompositionException",
                       r"omegaconf\.errors\.\w+", r"Could not append to config"),
      "a hydra override names a key the trainer's config does not have: check the overrides against the code_id"),
     ("import_error", (r"ModuleNotFoundError: No module named", r"ImportError: cannot import name"),
@@ -59,12 +66,42 @@ SIGNATURES = tuple(Signature(*row) for row in (
      "no node offers what the job asks for: check the GPUs and custom resources (worker_node) the spec requests"),
 ))
 
-_COMPILED = tuple((s.kind, tuple(re.compile(p) for p in s.patterns), s.hint) for s in SIGNATURES)
+
+
+class _Parts:
+    """A pattern `A.*B.*C` as its parts, each searched once from where the one before ended: the same lines match,
+    in linear time (a regex `A.*B` tries `.*` from every A: quadratic on a line of many As and no B)."""
+
+    def __init__(self, pattern):
+        self.parts = tuple(re.compile(p) for p in pattern.split(".*"))
+
+    def search(self, line):
+        at = 0
+        for part in self.parts:
+            found = part.search(line, at)
+            if found is None:
+                return None
+            at = found.end()
+        return found
+
+
+_COMPILED = tuple((s.kind, tuple(_Parts(p) for p in s.patterns), s.hint) for s in SIGNATURES)
 KINDS = tuple(s.kind for s in SIGNATURES)
 HINTS = {s.kind: s.hint for s in SIGNATURES}
 RETRYABLE = tuple(s.kind for s in SIGNATURES if s.retryable)
 # A line of evidence is cut to this many characters.
 EVIDENCE_WIDTH = 300
+# A longer line than twice this is searched in its first and its last WINDOW characters.
+WINDOW = 4096
+
+
+def _windows(text):
+    """Each line of text as the patterns see it: (what to search, the line) (a long line: its two ends)."""
+    for line in (text or "").splitlines():
+        if len(line) <= 2 * WINDOW:
+            yield (line,), line
+        else:
+            yield (line[:WINDOW], line[-WINDOW:]), line
 
 
 def classify(sources, status=None):
@@ -75,13 +112,11 @@ def classify(sources, status=None):
     """
     status = status or {}
     status_text = "\n".join(str(status.get(k) or "") for k in ("reason", "error_type", "message"))
-    searched = [*sources, ("status.json", status_text)]
+    searched = [(name, list(_windows(text))) for name, text in [*sources, ("status.json", status_text)]]
     for kind, patterns, hint in _COMPILED:
-        for name, text in searched:
-            for line in (text or "").splitlines():
-                if any(p.search(line) for p in patterns):
-                    line = " ".join(line.split())
-                    if len(line) > EVIDENCE_WIDTH:
-                        line = line[: EVIDENCE_WIDTH - 3] + "..."
+        for name, lines in searched:
+            for parts, line in lines:
+                if any(p.search(part) for p in patterns for part in parts):
+                    line = one_line(line[: 4 * EVIDENCE_WIDTH], EVIDENCE_WIDTH)
                     return {"kind": kind, "evidence": {"file": name, "line": line}, "hint": hint}
     return None

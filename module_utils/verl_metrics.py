@@ -6,14 +6,20 @@ printed (`metrics`), plus the few that people compare across workloads under one
 train/loss and PPO's actor/pg_loss are both `loss`, and so on. The rows go to the record as metrics.jsonl and as
 metrics.svg, small line charts drawn here with plain strings (no plotting library on the nodes).
 
-Imported by modules as ansible.module_utils.verl_metrics and by scripts as plain `verl_metrics`: standard
-library only.
+A job's log is untrusted text: every pattern here runs in time linear in the line (no nested or unbounded
+repetition that can backtrack), and a line longer than LINE_CAP is looked at only in its first LINE_CAP characters
+(a step line is a few KB at most). fold() parses a log a piece at a time (each poll only the lines the log
+gained: see module_utils/jobs/evidence.py refresh_log), keeping what the record needs in a small state.
+
+Imported by modules as ansible.module_utils.verl_metrics: standard library and conventions only.
 """
 
 import json
 import math
 import re
 from xml.sax.saxutils import escape
+
+from ansible.module_utils.conventions import one_line, printable
 
 METRICS_FILE = "metrics.jsonl"
 PLOT_FILE = "metrics.svg"
@@ -36,9 +42,13 @@ PLOT_SERIES = ("loss", "reward", "kl", "entropy", "grad_norm", "critic_loss", "r
 
 # The line's own step, after whatever precedes it on the line (Ray's "(TaskRunner pid=1) ", a progress bar's
 # "...1.36s/it]" without a newline), but never the end of a key like training/global_step:3.
-_STEP = re.compile(r"(?<![\w/])step:(\d+) - ")
-# Ray colours the "(Actor pid=N)" prefix of a worker's lines; a progress line shows neither.
-_RAY_PREFIX = re.compile(r"\x1b\[[0-9;]*m|^\s*\([^)]*pid=\d+[^)]*\)\s*")
+_STEP = re.compile(r"(?<![\w/])step:(\d{1,12}) - ")
+# Ray's "(Actor pid=N)" prefix of a worker's lines (its colours are gone with the other escapes, see
+# conventions.printable); a progress line shows neither. Bounded, so a line of "(pid=1 pid=1 ..." cannot backtrack.
+_RAY_PREFIX = re.compile(r"^\s*\((?=[^()]{0,200}?pid=\d)[^()]{0,200}\)\s*")
+# The part of a line the patterns see; a value is at most NUMBER_CAP characters (a float has fewer than 30).
+LINE_CAP = 16384
+NUMBER_CAP = 64
 _PAIR = re.compile(r"(?:^|\s-\s)([A-Za-z_][\w/().@-]*):\s*([^\s]+)")
 # numpy 2 reprs scalars as np.float64(0.5); pprint of a plain float is just 0.5.
 _NP_SCALAR = re.compile(r"^(?:np|numpy)\.\w+\((.*)\)$")
@@ -46,6 +56,8 @@ _NP_SCALAR = re.compile(r"^(?:np|numpy)\.\w+\((.*)\)$")
 
 def _number(text):
     """A finite float from how verl printed a value, or None (words, nan, inf, booleans)."""
+    if len(text) > NUMBER_CAP:
+        return None
     match = _NP_SCALAR.match(text)
     if match:
         text = match.group(1)
@@ -58,16 +70,23 @@ def _number(text):
     return value if math.isfinite(value) else None
 
 
-def parse_line(line):
-    """(step, {key: value}) from one console-logger line, or None if it is not one."""
+def _parse(line):
+    """(step match, values) of one line seen up to LINE_CAP, or (None, None) when it is no step line."""
+    line = line[:LINE_CAP]
     match = _STEP.search(line)
     if not match:
-        return None
+        return None, None
     values = {}
     for key, raw in _PAIR.findall(" - " + line[match.end():]):
         value = _number(raw)
         if value is not None:
             values[key] = value
+    return match, values
+
+
+def parse_line(line):
+    """(step, {key: value}) from one console-logger line, or None if it is not one."""
+    match, values = _parse(line)
     return (int(match.group(1)), values) if values else None
 
 
@@ -82,28 +101,67 @@ def summarize(metrics):
     return out
 
 
+def rows_of(steps):
+    """parse_log's rows from {step: {verl key: value}}."""
+    return [{"step": step, **summarize(values), "metrics": dict(sorted(values.items()))}
+            for step, values in sorted(steps.items())]
+
+
 def parse_log(text):
     """One row per step, in step order: {"step": N, <summary names>..., "metrics": {verl key: value}}.
 
     A step printed twice (SFT's validation line, a resumed run's replay) merges into one row; a restarted
     trainer's repeated steps take the newest values.
     """
+    return fold(new_state(), text)
+
+
+def shown_step_line(line, width=200):
+    """A step line as a progress line shows it: control characters, escapes and Ray's prefix removed, shortened."""
+    line = _RAY_PREFIX.sub("", printable(line[:LINE_CAP], keep_newlines=False))
+    return one_line(line, width)
+
+
+def new_state():
+    """What fold keeps of a log: the newest step line (shown), the newest step, the first and newest loss."""
+    return {"last_line": None, "last_step": None, "first_loss": None, "last_loss": None}
+
+
+def fold(state, text, width=200):
+    """Fold the lines of text (the lines a log gained) into state (new_state()'s form, updated in place); returns
+    the rows of the steps they printed (parse_log's form). Linear in the text, whatever its lines' lengths."""
     steps = {}
     for line in (text or "").splitlines():
-        parsed = parse_line(line)
-        if parsed:
-            step, values = parsed
-            steps.setdefault(step, {}).update(values)
-    return [{"step": step, **summarize(values), "metrics": dict(sorted(values.items()))}
-            for step, values in sorted(steps.items())]
+        match, values = _parse(line)
+        if match is None:
+            continue
+        state["last_line"] = shown_step_line(line, width)
+        if not values:
+            continue
+        step = int(match.group(1))
+        steps.setdefault(step, {}).update(values)
+        state["last_step"] = step
+        loss = summarize(values).get("loss")
+        if loss is not None:
+            state["last_loss"] = [step, loss]
+            state["first_loss"] = state["first_loss"] or [step, loss]
+    return rows_of(steps)
+
+
+def merge_rows(old, new):
+    """Rows of metrics.jsonl so far merged with the rows a log's new lines gave (the newer values win)."""
+    steps = {}
+    for row in [*old, *new]:
+        metrics = row.get("metrics") if isinstance(row.get("metrics"), dict) else {}
+        steps.setdefault(row["step"], {}).update(metrics)
+    return rows_of(steps)
 
 
 def last_step_line(text, width=200):
     """The newest console-logger step line of a log (Ray's prefix and colours removed), shortened, or None."""
     for line in reversed((text or "").splitlines()):
-        if _STEP.search(line):
-            line = _RAY_PREFIX.sub("", _RAY_PREFIX.sub("", line)).strip()
-            return line if len(line) <= width else line[: width - 3] + "..."
+        if _STEP.search(line[:LINE_CAP]):
+            return shown_step_line(line, width)
     return None
 
 

@@ -52,20 +52,7 @@ def find_spec_file(name, specs_dir) -> str:
 
 def load_spec_file(path) -> dict:
     """Parse a spec file; YAML errors become JobSpecError with the file and line."""
-    import yaml  # lazily: hosts that only run the Ansible module need no PyYAML
-
-    class UniqueKeyLoader(yaml.SafeLoader):
-        """SafeLoader keeps the last of two equal keys; a duplicate is a mistake here."""
-
-        def construct_mapping(self, node, deep=False):
-            seen = set()
-            for key_node, _ in node.value:
-                if isinstance(key_node, yaml.ScalarNode):
-                    if key_node.value in seen:
-                        raise yaml.constructor.ConstructorError(
-                            None, None, f"duplicate key '{key_node.value}'", key_node.start_mark)
-                    seen.add(key_node.value)
-            return super().construct_mapping(node, deep)
+    from plugin_utils import safe_yaml  # lazily: hosts that only run the Ansible module need no PyYAML
 
     try:
         with open(path, encoding="utf-8") as handle:
@@ -75,12 +62,9 @@ def load_spec_file(path) -> dict:
     except UnicodeDecodeError:
         raise JobSpecError("spec", "the spec file is not UTF-8 text", str(path)) from None
     try:
-        data = yaml.load(text, Loader=UniqueKeyLoader)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        problem = getattr(err, "problem", None) or "syntax error"
-        raise JobSpecError("spec", f"invalid YAML{where}: {problem}", str(path)) from None
+        data = safe_yaml.load_text(text, path)  # aliases, depth, duplicate keys, numbers: see safe_yaml
+    except safe_yaml.YamlError as err:  # one line: the file, the line, the problem (never a value)
+        raise JobSpecError("spec", f"invalid YAML in {err}", str(path)) from None
     if not isinstance(data, dict):
         raise JobSpecError("spec", f"{path}: the top level must be a mapping of fields", data)
     return data
@@ -232,7 +216,7 @@ class SuiteError(Exception):
 
 def load_suite(name, suites_dir):
     """The entries of suites/<name>.yaml, checked: [{name, spec, overrides}]."""
-    import yaml
+    from plugin_utils import safe_yaml
 
     if not conventions.matches(conventions.NAME_RULE, str(name)):
         raise SuiteError(f"suite {name!r}: a suite name is {conventions.NAME_RULE[1]}")
@@ -240,11 +224,10 @@ def load_suite(name, suites_dir):
     if not os.path.isfile(path):
         have = sorted(f[:-5] for f in os.listdir(suites_dir) if f.endswith(".yaml")) if os.path.isdir(suites_dir) else []
         raise SuiteError(f"suite {name!r}: no {path} (suites: {', '.join(have) or 'none'})")
-    with open(path, encoding="utf-8") as handle:
-        try:
-            data = yaml.safe_load(handle)
-        except yaml.YAMLError as exc:
-            raise SuiteError(f"suite {name!r}: invalid YAML in {path}: {str(exc).splitlines()[0]}") from None
+    try:
+        data = safe_yaml.load_file(path)  # the spec files' limits: aliases, depth, duplicate keys, numbers
+    except safe_yaml.YamlError as exc:
+        raise SuiteError(f"suite {name!r}: invalid YAML in {exc}") from None
     if not isinstance(data, dict) or set(data) != {"entries"} or not isinstance(data["entries"], list):
         raise SuiteError(f"suite {name!r}: {path} must hold exactly one key, `entries`, a list")
     entries, seen = [], set()

@@ -3,6 +3,8 @@
   options.py    the module's and its action plugin's options, one table
   status.py     the typed model of a record's status.json (JobStatus) and its states
   record.py     the record directory: layout, locks, atomic writes, reading and saving status.json
+  files.py      files on the shared root as data of any shape: read_small (no symlink, no FIFO, a cap), atomic
+                writes inside a record, lock files, ASCII numbers
   client.py     Ray's job API and state API as this package needs them
   job.py        one job: its client, its record and how to redact what is written or shown
   submit.py     the submit pipeline: checks, preflight (verl's config composed on the head), record, submit

@@ -36,13 +36,16 @@ def resume_point(spec, config):
     if not resumed.final:
         raise Failed(f"jobspec field 'resume_from': {spec.resume_from} has not ended ({resumed.state}): stop it first")
     root, linked = chain(config, spec.resume_from)
-    dirs = []
+    dirs, shared = [], os.path.realpath(config.shared_root)
     for sid in linked:
         rec = paths(conventions.job_dir(config.shared_root, sid))
-        old = read_json(rec["job_spec"])
+        old = read_json(rec["job_spec"], base=rec["dir"])
         directory = old.get("checkpoint_dir") if isinstance(old, dict) else None
         if not (isinstance(directory, str) and js.is_inside(directory, config.shared_root)):
             directory = rec["checkpoints"]
+        if not js.is_inside(os.path.realpath(directory), shared):  # a symlink on the share leads off it
+            raise Failed(f"jobspec field 'resume_from': {sid}'s checkpoint dir {directory} leads outside the shared "
+                         "root (a symlink): resume refused")
         if directory not in dirs:
             dirs.append(directory)
     world = spec.resources.nnodes * max(spec.resources.n_gpus_per_node, 1)
@@ -86,7 +89,7 @@ def attempt_action(module, job):
         conventions.check_id(f"{job.sid}: the attempt's id", next_id)
     except ValueError as exc:
         raise Failed(str(exc)) from None
-    spec = read_json(job.rec["job_spec"])
+    spec = read_json(job.rec["job_spec"], base=job.rec["dir"])
     if not isinstance(spec, dict):
         raise Failed(f"{job.sid}: its record has no readable {job.rec['job_spec']}")
     return dict(job.result(status, f"{job.sid}: the next attempt is {next_id}"), next_id=next_id, job_spec=spec,

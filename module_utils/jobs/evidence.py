@@ -5,44 +5,161 @@ the record's status lock (Record.save_status), worked out again if a stop gave i
 written at all if another run finalised the record first.
 """
 
+import hashlib
+import json
 import os
+import stat
 import time
 
-from ansible.module_utils import diagnosis
+from ansible.module_utils import conventions, diagnosis
 from ansible.module_utils import ray_cluster as rc
 from ansible.module_utils import verl_metrics as vm
 from ansible.module_utils.jobs import client as jc
 from ansible.module_utils.jobs import hang
-from ansible.module_utils.jobs.record import json_text, now_ms, read_json
+from ansible.module_utils.jobs.record import LockTimeout, json_text, now_ms, read_json, record_lock
 from ansible.module_utils.jobs.status import Merge, final_state
 
 # How long a failed job with no known signature waits for its driver's node to be declared DEAD.
 NODE_DEATH_WAIT_S = 30
+# The driver log's parse so far, beside logs/driver.log (see refresh_log), the lock its writers hold, how long one
+# waits for it, and how much of the log's head the sidecar's digest covers.
+PARSED_FILE = "driver.log.parsed.json"
+LOCK_FILE = ".driver_log.lock"
+LOCK_WAIT_S = 30
+HEAD_CHARS = 4096
+# What is read of the record's driver.log when Ray serves none.
+KEPT_CAP = 1 << 28
 
 
-def refresh_log(job):
-    """The driver log: Ray's, written into the record (with the metrics so far); when Ray has none (the driver's
-    node died, the head forgot the job), what the record kept, which is never replaced by nothing."""
+class LogText(str):
+    """The driver log's text with control characters and escapes removed (conventions.printable: do=logs shows its
+    tail), carrying `parsed`, verl_metrics.fold's state of the whole log, and `size`, the length Ray's text had."""
+
+
+def _log_text(text, parsed, size=None):
+    out = LogText(conventions.printable(text))
+    out.parsed, out.size = parsed, len(text) if size is None else size
+    return out
+
+
+def _parsed_path(job):
+    return os.path.join(os.path.dirname(job.rec["driver_log"]), PARSED_FILE)
+
+
+def _read_kept(path, limit=None):
+    """A record file's text (not through a link, at most limit bytes), or "" when it cannot be read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return ""
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            return ""
+        return handle.read(limit if limit is not None else -1).decode("utf-8", errors="replace")
+
+
+def _read_state(job):
+    """The sidecar's state when it has the shape refresh_log writes, else None (the log is then taken whole)."""
+    try:
+        state = json.loads(_read_kept(_parsed_path(job), 1 << 16) or "null")
+    except ValueError:
+        return None
+    ints = ("offset", "log_bytes", "head_chars")
+    if (not isinstance(state, dict) or not all(type(state.get(k)) is int and state[k] >= 0 for k in ints)
+            or not isinstance(state.get("head"), str) or not isinstance(state.get("parsed"), dict)
+            or set(state["parsed"]) != set(vm.new_state())):
+        return None
+    return state
+
+
+def _digest(text):
+    return hashlib.sha256(text.encode("utf-8", errors="replace")).hexdigest()
+
+
+def _append(job, path, text, expected_size):
+    """Append text to a record file that is still expected_size bytes long (not through a link); its new size, or
+    None when the file is not what the sidecar says (then the log is written whole)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "ab") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size != expected_size:
+            return None
+        handle.write(text.encode("utf-8"))
+        handle.flush()
+        os.fsync(handle.fileno())
+        size = os.fstat(handle.fileno()).st_size
+    job.record.changed = True
+    return size
+
+
+def refresh_log(job, final=False):
+    """The driver log: Ray's, its new lines appended to the record's logs/driver.log (redacted) and parsed, with the
+    metrics so far; when Ray has none (the driver's node died, the head forgot the job), what the record kept,
+    which is never replaced by nothing. Returns a LogText.
+
+    Ray's job API has no ranged read: GET /api/jobs/<id>/logs (JobSubmissionClient.get_job_logs) returns the whole
+    log, and its /logs/tail websocket streams it from the start; the state API's /api/v0/logs/file gives only the
+    last N lines. So the text is fetched whole, but only what it gained since the last look is written and parsed:
+    the sidecar (PARSED_FILE, beside driver.log) keeps how much of Ray's text the record holds, a digest of its head
+    (so another text is taken whole again), driver.log's size, and the parse so far (verl_metrics.fold's state).
+    Only whole lines are taken while the job runs (a secret is never redacted in halves); final takes the rest."""
     try:
         text = job.client.logs(job.sid)
     except Exception:  # noqa: BLE001 - logs are best effort while a job starts
         text = ""
-    if text:
-        job.record.write_text(job.rec["driver_log"], job.redact(text))
-        write_metrics(job, text)
-        return text
+    if not text:
+        state = _read_state(job)
+        kept = _read_kept(job.rec["driver_log"], KEPT_CAP)
+        if state is None:
+            state = {"parsed": vm.new_state()}
+            vm.fold(state["parsed"], kept)
+        return _log_text(kept, state["parsed"])
     try:
-        with open(job.rec["driver_log"], encoding="utf-8", errors="replace") as handle:
-            return handle.read()
-    except OSError:
-        return ""
+        with record_lock(job.rec["dir"], timeout_s=LOCK_WAIT_S, name=LOCK_FILE):
+            parsed = _take(job, text, final)
+    except LockTimeout:  # another run holds the log for long: this look parses it and writes nothing
+        parsed = vm.new_state()
+        vm.fold(parsed, text)
+    return _log_text(text, parsed)
 
 
-def write_metrics(job, log_text):
-    """verl's per-step metrics so far: metrics.jsonl and metrics.svg in the record."""
-    rows = vm.parse_log(log_text)
+def _take(job, text, final):
+    """Under the log's lock: append and parse what Ray's text gained; returns the parse of the whole log."""
+    state = _read_state(job)
+    end = len(text) if final else text.rfind("\n") + 1
+    whole = (state is None or state["offset"] > len(text) or state["head_chars"] > len(text)
+             or _digest(text[:state["head_chars"]]) != state["head"])
+    if not whole and end <= state["offset"]:
+        return state["parsed"]
+    if whole:
+        state = {"offset": 0, "log_bytes": 0, "parsed": vm.new_state()}
+    new = text[state["offset"]:end]
+    rows = vm.fold(state["parsed"], new)
+    size = None if whole else _append(job, job.rec["driver_log"], job.redact(new), state["log_bytes"])
+    if size is None:  # the first look, another text, or a driver.log that is not what the sidecar says
+        if not whole:
+            state["parsed"] = vm.new_state()
+            rows = vm.fold(state["parsed"], text[:end])
+        job.record.write_text(job.rec["driver_log"], job.redact(text[:end]))
+        size, whole = os.path.getsize(job.rec["driver_log"]), True
+    write_metrics(job, rows, merge=not whole)
+    head = min(end, HEAD_CHARS)
+    state.update(offset=end, log_bytes=size, head_chars=head, head=_digest(text[:head]))
+    job.record.write_text(_parsed_path(job), json_text(state))
+    return state["parsed"]
+
+
+def write_metrics(job, rows, merge=False):
+    """verl's per-step metrics so far: metrics.jsonl and metrics.svg in the record. rows: verl_metrics.parse_log's
+    (or fold's); merge: they are a log's new lines, added to the rows metrics.jsonl has."""
+    path = os.path.join(job.rec["dir"], vm.METRICS_FILE)
+    if merge and rows:
+        rows = vm.merge_rows(vm.read_jsonl(path), rows)
     if rows:
-        job.record.write_text(os.path.join(job.rec["dir"], vm.METRICS_FILE), job.redact(vm.jsonl(rows)))
+        job.record.write_text(path, job.redact(vm.jsonl(rows)))
         job.record.write_text(os.path.join(job.rec["dir"], vm.PLOT_FILE), job.redact(vm.plot_svg(rows, job.sid)))
 
 
@@ -75,13 +192,13 @@ def finalize(job, info, status):
     if recorded.final:
         return recorded
     status.reason = status.reason or recorded.reason
-    log = refresh_log(job)
+    log = refresh_log(job, final=True)
     nodes = snapshot(job, "post")
     summary = jc.summary(info)
     note_outage(status, summary["start_time"], job.client.head_started_ms(nodes), None, "finalize")
     driver = next((n for n in nodes if n["node_id"] == summary["driver_node_id"]), None)
     # SFT prints train/loss; PPO/GRPO print actor/pg_loss, which verl_metrics names loss too.
-    losses = vm.step_losses(log)
+    parsed = log.parsed
     status.ray_status = summary["status"]
     status.final = True
     status.message = job.redact(summary["message"] or "")
@@ -91,13 +208,11 @@ def finalize(job, info, status):
     status.driver_node_ip = driver["node_ip"] if driver else None
     status.driver_on_worker = (not driver["is_head_node"]) if driver else None
     status.start_time, status.end_time = summary["start_time"], summary["end_time"]
-    status.last_step = job.redact(vm.last_step_line(log))
-    status.steps = losses[-1][0] if losses else None
-    status.first_loss = losses[0][1] if losses else None
-    status.last_loss = losses[-1][1] if losses else None
-    preflight = read_json(job.rec["preflight"])
-    if isinstance(preflight, dict):
-        status.preflight = job.redact(preflight)
+    status.last_step = job.redact(parsed["last_line"])
+    status.steps = parsed["last_loss"][0] if parsed["last_loss"] else None
+    status.first_loss = parsed["first_loss"][1] if parsed["first_loss"] else None
+    status.last_loss = parsed["last_loss"][1] if parsed["last_loss"] else None
+    status.preflight = job.record.preflight(job.redact) or status.preflight  # known fields, bounded, redacted
     status.phases = phases(status.submitted_at, summary["start_time"], summary["end_time"],
                            (status.phases or {}).get("submit_s"))
     evidence = None  # a failure's logs and cluster state, gathered once
@@ -231,11 +346,15 @@ def progress_line(job, info, status, log_text):
     summary = jc.summary(info)
     since = summary["start_time"] if summary["status"] != "PENDING" else status.submitted_at
     elapsed = f" for {int((now_ms() - since) / 1000)}s" if since else ""
-    step = vm.last_step_line(log_text or "")
+    parsed = getattr(log_text, "parsed", None)
+    step = parsed["last_line"] if parsed is not None else vm.last_step_line(log_text or "")
     idle = hang.idle_note(status, now_ms()) if summary["status"] == "RUNNING" else ""
-    return f"{job.sid}: {summary['status']}{elapsed}" + (f"; {step}" if step else "") + idle
+    # The step line is already printable (verl_metrics.shown_step_line); the whole line goes through one_line, so
+    # nothing from the job or the record reaches the operator's terminal as a control character.
+    line = f"{job.sid}: {summary['status']}{elapsed}" + (f"; {step}" if step else "") + idle
+    return conventions.one_line(job.redact(line))
 
 
 def final_line(job, status):
-    return (f"{job.sid}: {status.state}" + (f" ({status.reason})" if status.reason else "")
-            + (f"; {status.ended_short}" if status.ended_short else ""))
+    return conventions.one_line(f"{job.sid}: {status.state}" + (f" ({status.reason})" if status.reason else "")
+                                + (f"; {status.ended_short}" if status.ended_short else ""))

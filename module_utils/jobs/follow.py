@@ -1,16 +1,17 @@
 """Following a job: wait (with its timeouts), stop, status and logs, each bringing the record up to date."""
 
-import os
 import time
 
 from ansible.module_utils import conventions
 from ansible.module_utils.jobs import client as jc
-from ansible.module_utils.jobs import evidence, hang, reconcile
+from ansible.module_utils.jobs import evidence, files, hang, reconcile
+from ansible.module_utils.jobs.files import RecordError
 from ansible.module_utils.jobs.job import Failed
 from ansible.module_utils.jobs.record import now_ms
 
-# Lines of the driver log that action=logs returns.
+# Lines of the driver log that action=logs returns, out of at most its last LOG_TAIL_BYTES.
 LOG_TAIL_LINES = 100
+LOG_TAIL_BYTES = 1 << 20
 # How long a stop waits for Ray to report the job ended (Ray may never stop a job whose driver was not placed).
 STOP_WAIT_S = {"PENDING_TIMEOUT": 10}
 STOP_WAIT_DEFAULT_S = 30
@@ -164,9 +165,16 @@ def status_action(module, job):
 
 
 def logs_action(module, job):
+    """action=logs: the record brought up to date (Ray's log copied into it), then the log's tail. The record's
+    logs/driver.log is checked as a small regular file (files.read_small): a symlink or a FIFO there is named and
+    nothing is shown (what was read meanwhile may have come through it); else the text refresh took (Ray's), or the
+    record's own when there is none (check mode, or Ray has no log)."""
     status, log = refresh(module, job)
-    if not log and os.path.exists(job.rec["driver_log"]):
-        with open(job.rec["driver_log"], encoding="utf-8", errors="replace") as handle:
-            log = handle.read()
+    try:
+        kept = files.read_text(job.rec["driver_log"], LOG_TAIL_BYTES, tail=True, base=job.rec["dir"])
+    except (OSError, RecordError) as exc:
+        return dict(job.result(status, f"{job.sid}: {status.state}; not shown: {conventions.one_line(str(exc), 300)}"),
+                    log_tail="")
+    log = log or conventions.printable(kept or "")  # refresh's text is printable already (evidence.LogText)
     tail = "\n".join(log.splitlines()[-LOG_TAIL_LINES:])
     return dict(job.result(status, f"{job.sid}: {status.state}"), log_tail=job.redact(tail))

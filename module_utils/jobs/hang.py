@@ -21,19 +21,22 @@ IDLE_SHOWN_S = 60
 
 
 def last_step(log):
-    """The newest verl step in the log (the last step line's number), or None."""
-    steps = vm.step_losses(log)
-    if steps:
-        return steps[-1][0]
-    line = vm.last_step_line(log)
-    parsed = vm.parse_line(line) if line else None
-    return parsed[0] if parsed else None
+    """The newest verl step in the log (the last step line's number), or None.
+
+    A log from evidence.refresh_log carries its parse so far (`parsed`, verl_metrics.fold's state): nothing is
+    searched again; a plain text is parsed once."""
+    parsed = getattr(log, "parsed", None)
+    if parsed is None:
+        parsed = vm.new_state()
+        vm.fold(parsed, log or "")
+    return parsed["last_loss"][0] if parsed.get("last_loss") else parsed.get("last_step")
 
 
 def track(status, log, now):
     """Fold what this look at the job saw (its driver log at `now`, ms) into status.progress."""
     old = dict(status.progress or {})
-    step, size = last_step(log), len(log or "")
+    step, size = last_step(log), getattr(log, "size", None)
+    size = len(log or "") if size is None else size
     recent = [s for s in old.get("step_s") or [] if isinstance(s, (int, float))][-RECENT_STEPS:]
     seen, seen_at = old.get("step"), old.get("step_at")
     if step is not None and (seen is None or step != seen):

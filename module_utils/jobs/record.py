@@ -3,17 +3,21 @@
 It outlives the Ray head (whose job history vanishes on restart), so everything a person needs to understand a
 job later is written here: what was asked, what Ray said, the logs and the final state. Writes are atomic; an
 existing record is never overwritten wholesale. status.json is read and written only through Record.status and
-Record.save_status, which speak JobStatus (status.py) and hold the record's status lock while they merge.
+Record.save_status, which speak JobStatus (status.py) and hold the record's status lock while they merge. Every
+file of a record is data anyone who can write the share may have shaped: it is read, written and locked only
+through files.py (no symlink followed, regular files only, a cap on what is read).
 """
 
 import contextlib
 import fcntl
 import json
 import os
-import tempfile
+import stat
 import time
 
 from ansible.module_utils import conventions
+from ansible.module_utils.jobs import files
+from ansible.module_utils.jobs.files import UnsafeFile, read_small
 from ansible.module_utils.jobs.status import JobStatus, Merge, RecordError
 
 LAYOUT = ("config", "logs", "checkpoints", "debug")
@@ -24,6 +28,13 @@ STATUS_LOCK_FILE = ".status.lock"  # held only while status.json is read, merged
 UNTRUSTED_SUFFIX = ".untrusted-"
 # A rebuilt status's `rebuilt` when there was no status.json at all.
 LOST = "status.json is lost"
+# The most read of a record's status.json, spec or preflight.json (bytes): more is not the module's.
+STATUS_CAP = 1 << 20
+PREFLIGHT_CAP = 64 << 10
+# preflight.json's fields (roles/code_snapshot/files/job_preflight.py) that go into status.json, and their cap.
+PREFLIGHT_FIELDS = {"code_path": str, "verl_file": str, "verl_version": str, "code_id": str, "code_digest": str,
+                    "marker_file": str, "ok": bool}
+PREFLIGHT_TEXT_CAP = 1024
 
 
 def paths(output_dir):
@@ -67,11 +78,21 @@ def create_exclusive(output_dir):
 
 
 def ensure_layout(output_dir):
-    """The record's sub-directories, also after a submit killed before it made them all."""
+    """The record's sub-directories, also after a submit killed before it made them all (one made a symlink or a
+    file meanwhile: UnsafeFile, nothing is made or changed through it)."""
     for sub in LAYOUT:
-        os.makedirs(os.path.join(output_dir, sub), exist_ok=True)
-    # Jobs run as whichever user the workers run as; the plan lets everyone write.
-    os.chmod(os.path.join(output_dir, "checkpoints"), 0o777)
+        path = os.path.join(output_dir, sub)
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(path)
+        mode = os.lstat(path).st_mode
+        if not stat.S_ISDIR(mode):
+            raise UnsafeFile(f"{path}: is {files.kind(mode)}, not a directory of the record")
+    # Jobs run as whichever user the workers run as; the plan lets everyone write (chmod through no symlink).
+    fd = os.open(os.path.join(output_dir, "checkpoints"), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        os.fchmod(fd, 0o777)
+    finally:
+        os.close(fd)
 
 
 class LockTimeout(OSError):
@@ -84,7 +105,7 @@ def record_lock(output_dir, timeout_s=120, name=LOCK_FILE):
 
     flock on a file inside the record; on NFS the kernel maps it to a lock the server arbitrates. A run that
     hangs while holding it (a dashboard that never answers) makes the next one fail after timeout_s, saying so."""
-    fd = os.open(os.path.join(output_dir, name), os.O_RDWR | os.O_CREAT, 0o644)
+    fd = files.open_lock(os.path.join(output_dir, name))
     try:
         deadline = time.monotonic() + timeout_s
         while True:
@@ -102,21 +123,10 @@ def record_lock(output_dir, timeout_s=120, name=LOCK_FILE):
         os.close(fd)
 
 
-def write_text(path, text):
-    """Write text (or bytes) via a temporary file and rename, so a crash never leaves half a file."""
-    directory = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
-    try:
-        with (os.fdopen(fd, "wb") if isinstance(text, bytes) else os.fdopen(fd, "w", encoding="utf-8")) as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+def write_text(path, text, base=None):
+    """Write text (or bytes) via a temporary file and rename, so a crash never leaves half a file; a symlink at path
+    is replaced, never written through (files.write_atomic; base: the record's directory, when path is inside it)."""
+    files.write_atomic(path, text if isinstance(text, bytes) else text.encode("utf-8"), base=base)
 
 
 def json_text(obj):
@@ -128,11 +138,12 @@ def write_json(path, obj):
     write_text(path, json_text(obj))
 
 
-def read_json(path):
+def read_json(path, base=None, limit=STATUS_CAP):
+    """The JSON in a small regular file (files.read_small), or None: none, unsafe, too large, not JSON."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            return json.load(handle)
-    except (OSError, ValueError):
+        raw = read_small(path, limit, base=base)
+        return None if raw is None else json.loads(raw.decode("utf-8"))
+    except (OSError, ValueError, RecursionError):
         return None
 
 
@@ -146,22 +157,21 @@ class UnreadableStatus(RecordError):
 
 def read_status(path):
     """The JobStatus in a status.json; None when there is none; RecordError (one line naming the file) when its
-    content cannot be trusted (not UTF-8, not JSON, not an object, a field of the wrong type); UnreadableStatus
-    when the file cannot be read at all."""
+    content cannot be trusted (a symlink, not a regular file, over STATUS_CAP, not UTF-8, not JSON, not an object, a
+    field of the wrong type); UnreadableStatus when the file cannot be read at all."""
     try:
-        with open(path, "rb") as handle:
-            raw = handle.read()
-    except FileNotFoundError:
-        return None
+        raw = read_small(path, STATUS_CAP)
     except OSError as exc:
         raise UnreadableStatus(f"{path}: cannot be read ({exc.strerror or type(exc).__name__})") from None
+    if raw is None:
+        return None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise RecordError(f"{path}: is not UTF-8 text") from None
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise RecordError(f"{path}: is not JSON") from None
     return JobStatus.from_dict(data, where=path)
 
@@ -184,14 +194,14 @@ class Record:
         self.changed = False
 
     def write_text(self, path, text):
-        """Write a record file when its content differs."""
+        """Write a record file when its content differs (a symlink or FIFO there is replaced, never followed)."""
+        data = text if isinstance(text, bytes) else text.encode("utf-8")
         try:
-            with open(path, encoding="utf-8") as handle:
-                if handle.read() == text:
-                    return
-        except (OSError, UnicodeDecodeError):
+            if read_small(path, len(data), base=self.dir) == data:
+                return
+        except (OSError, RecordError):
             pass
-        write_text(path, text)
+        write_text(path, text, base=self.dir)
         self.changed = True
 
     def write_json(self, path, obj):
@@ -219,7 +229,7 @@ class Record:
     def rebuilt(self, why):
         """What the record still says (config/job_spec.json), without a submit time: the pending timeout is then
         not enforced, as a lost file must never stop a healthy job."""
-        spec = read_json(self.path["job_spec"])
+        spec = read_json(self.path["job_spec"], base=self.dir)
         spec = spec if isinstance(spec, dict) else {}
         timeouts = spec.get("timeouts") if isinstance(spec.get("timeouts"), dict) else {}
         pending_s, max_run_s = timeouts.get("pending_s"), timeouts.get("max_run_s")
@@ -282,15 +292,19 @@ class Record:
         if os.path.islink(self.path["status"]):
             os.symlink(os.readlink(self.path["status"]), keep)
             return
-        fd = os.open(self.path["status"], os.O_RDONLY | os.O_NOFOLLOW)
-        with os.fdopen(fd, "rb") as handle:
-            write_text(keep, handle.read())
+        try:
+            raw = read_small(self.path["status"], STATUS_CAP)
+        except UnsafeFile:  # a FIFO, a device, a huge file: moved aside as it is (never opened)
+            os.rename(self.path["status"], keep)
+            return
+        if raw is not None:
+            write_text(keep, raw)
 
     def request_stop(self, reason):
         """Leave a stop's reason in the record before Ray is asked; best effort, a stop never waits on it."""
         try:
             write_text(self.path["stop_request"], reason + "\n")
-        except OSError:
+        except (OSError, RecordError):
             return False
         return True
 
@@ -302,12 +316,22 @@ class Record:
 
     def stop_request(self):
         try:
-            with open(self.path["stop_request"], encoding="utf-8") as handle:
-                reason = handle.read().strip()
-        except (OSError, UnicodeDecodeError):
+            reason = (files.read_text(self.path["stop_request"], 4096) or "").strip()
+        except (OSError, RecordError):
             return None
         # Only a reason this module gives is taken from the file (it sits on storage others can write).
         return reason if reason in conventions.OWN_STOP_REASONS else None
+
+    def preflight(self, redact):
+        """What status.json keeps of the job-written preflight.json: its known fields of the right type (texts cut
+        to PREFLIGHT_TEXT_CAP), redacted; None when there is none or it cannot be used (UnsafeFile, too large)."""
+        found = read_json(self.path["preflight"], base=self.dir, limit=PREFLIGHT_CAP)
+        if not isinstance(found, dict):
+            return None
+        kept = {key: value[:PREFLIGHT_TEXT_CAP] if isinstance(value, str) else value
+                for key, value in found.items()
+                if key in PREFLIGHT_FIELDS and isinstance(value, PREFLIGHT_FIELDS[key])}
+        return redact(kept)
 
     def link_attempt(self, sid):
         """Name attempt sid in this (first) job's status.json, under the record's locks."""

@@ -11,6 +11,8 @@ from ansible.module_utils.jobs.record import LockTimeout
 from ansible.module_utils.jobs.status import RecordError
 
 UNREACHABLE = "cannot talk to Ray's job API"
+# Where Ray's client raises from (its SDK, HTTP and its libraries): an error raised there is Ray's, whatever its type.
+_RAY_PACKAGES = ("ray", "requests", "urllib3", "aiohttp")
 ACTIONS = {"wait": follow.follow, "stop": follow.stop, "status": follow.status_action, "logs": follow.logs_action,
            "attempt": attempts.attempt_action, "stacks": stacks.stacks_action}
 
@@ -43,9 +45,34 @@ def run(module):
     return ACTIONS[p["action"]](module, Job(module, config, sid, output_dir))
 
 
+def from_ray(exc):
+    """Whether exc came from talking to Ray: an OSError (connection, timeout, a file), the plain RuntimeError Ray's SDK
+    raises for an HTTP error, or anything raised inside Ray's client and its libraries (_RAY_PACKAGES)."""
+    if isinstance(exc, OSError) or type(exc) is RuntimeError:
+        return True
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    where = tb.tb_frame.f_code.co_filename if tb is not None else ""
+    return any(f"{os.sep}{pkg}{os.sep}" in where for pkg in _RAY_PACKAGES)
+
+
+def internal_error(exc):
+    """One line for an error of the module itself (a TypeError, a KeyError...): never "cannot talk to Ray"."""
+    tb, where = exc.__traceback__, ""
+    while tb is not None:
+        where = f"{os.path.basename(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return (f"ray_job failed on the head, not in Ray: {type(exc).__name__} at {where or '?'}: "
+            f"{conventions.one_line(str(exc), 200)} (a bug of ray_job: report it with the record's id)")
+
+
 def connection_problem(exc, p):
     """One line for a failure outside the module: the dashboard address, the token file when it was refused, or the
-    record's file the system would not write (requests' connection errors are OSErrors without a filename)."""
+    record's file the system would not write (requests' connection errors are OSErrors without a filename); an error
+    that is not Ray's is the module's own (internal_error)."""
+    if not from_ray(exc):
+        return internal_error(exc)
     url = (p["ray_config"] or {}).get("dashboard_url")
     text = conventions.one_line(str(exc), 200)
     filename = getattr(exc, "filename", None) if isinstance(exc, OSError) else None
@@ -64,7 +91,7 @@ def main(module):
         result = run(module)
     except Failed as exc:
         module.fail_json(msg=str(exc), **exc.result)
-    except (LockTimeout, RecordError) as exc:  # one line naming the record's file (a LockTimeout is an OSError)
+    except (LockTimeout, RecordError) as exc:  # one line naming the record's file (files.UnsafeFile is a RecordError)
         module.fail_json(msg=str(exc))
     except Exception as exc:  # noqa: BLE001 - Ray's client: one line naming the address or the token file
         msg = connection_problem(exc, module.params)

@@ -15,6 +15,7 @@ import dataclasses
 import enum
 
 from ansible.module_utils import conventions
+from ansible.module_utils.jobs.files import RecordError  # its home is files.py; status.RecordError stays
 from ansible.module_utils.ray_cluster import TERMINAL_JOB_STATES
 
 # The states a record can be in, and what each means. Ray's five first; the others are ours.
@@ -35,10 +36,6 @@ NEW = "NEW"  # check mode: the job would be submitted
 MISSING = "MISSING"  # a regression entry whose job left no record
 
 
-class RecordError(ValueError):
-    """A status.json that cannot be trusted; str() is one line naming the file and the field."""
-
-
 class Merge(enum.Enum):
     """What saving a status did, seeing what another run wrote meanwhile (JobStatus.merge)."""
 
@@ -49,8 +46,8 @@ class Merge(enum.Enum):
 
 @dataclasses.dataclass(frozen=True)
 class F:
-    """One field of status.json: kinds str, int, number, bool, list (of str), object (sub-fields), objects (a list
-    of objects with the sub-fields), mapping."""
+    """One field of status.json: kinds str, int, number, bool, list (of str), numbers (a list of numbers), object
+    (sub-fields, each checked; other keys kept), objects (a list of objects with the sub-fields), mapping."""
 
     name: str
     kind: str
@@ -61,7 +58,8 @@ class F:
 
 
 _DIAGNOSIS = (F("kind", "str", "The failure's kind (module_utils/diagnosis.py KINDS, or unknown).", nullable=False),
-              F("evidence", "mapping", "{file, line}: where in the record the signature was found."),
+              F("evidence", "object", "Where in the record the signature was found.", fields=(
+                  F("file", "str", "The record's file (or status.json)."), F("line", "str", "The line found."))),
               F("hint", "str", "What to do about it."))
 
 FIELDS = (
@@ -105,18 +103,31 @@ FIELDS = (
     F("last_loss", "number", "The last step's loss."),
     F("ended_short", "str", ("Why a job that SUCCEEDED may not be done: it stopped before the step its spec asked for "
                              "(total_training_steps).")),
-    F("preflight", "mapping", "What the job's preflight printed (preflight.json)."),
+    F("preflight", "object", "What the job's preflight found (its known fields of preflight.json, redacted).", fields=(
+        F("code_path", "str", "The code path the job asked for."), F("verl_file", "str", "The verl it imported."),
+        F("verl_version", "str", "Its version."), F("code_id", "str", "The snapshot's id (its marker)."),
+        F("code_digest", "str", "The snapshot's digest."), F("marker_file", "str", "The marker's file."),
+        F("ok", "bool", "verl came from the chosen code path."))),
     F("diagnosis", "object", "Why the job failed (module_utils/diagnosis.py).", fields=_DIAGNOSIS),
     F("last_state", "str", "The state before a restarted head forgot the job.", choices=tuple(STATES)),
     F("head_started_at", "int", "When the restarted head started (ms)."),
     F("attempts", "list", "The first job's resuming attempts' ids, oldest first.", nullable=False),
     F("attempt_of", "str", "An attempt's first job."),
     F("attempt", "int", "An attempt's number (1 for <first>-r1)."),
-    F("resumed_from", "mapping", "{root, submission_id, path, step, skipped}: the checkpoint an attempt resumed from."),
-    F("progress", "mapping", ("{step, step_at, log_bytes, log_at, step_s}: the last step seen and when it moved, the "
-                              "log's size and when it grew, recent seconds per step (hang detection).")),
-    F("stall", "mapping", ("{since, detected_at, limit_s, step, action, stacks, summary}: the hang found, the "
-                           "stacks taken (debug/stacks/...) and what they show.")),
+    F("resumed_from", "object", "The checkpoint an attempt resumed from.", fields=(
+        F("root", "str", "The first job."), F("submission_id", "str", "The job resumed."),
+        F("path", "str", "The checkpoint (null: none, started over)."), F("step", "int", "Its step."),
+        F("skipped", "list", "Each newer checkpoint skipped, and why."))),
+    F("progress", "object", "The last step seen and when it moved, the log's size and when it grew (hang detection).",
+      fields=(F("step", "int", "The newest verl step."), F("step_at", "int", "When it moved (ms)."),
+              F("log_bytes", "int", "The driver log's size."), F("log_at", "int", "When it grew (ms)."),
+              F("step_s", "numbers", "Recent seconds per step."))),
+    F("stall", "object", "The hang found, the stacks taken (debug/stacks/...) and what they show.", fields=(
+        F("since", "int", "Since when nothing moved (ms)."), F("detected_at", "int", "When the hang was found (ms)."),
+        F("limit_s", "int", "The stall limit."), F("step", "int", "The step it hung at."),
+        F("idle_s", "int", "Seconds without progress."), F("what", "str", "What did not move (step, log line)."),
+        F("action", "str", "report or stop."), F("stacks", "str", "Where the stacks are."),
+        F("summary", "str", "What they show."))),
     F("outages", "objects", "Each time the job lived through its head going away (a head with a GCS store).",
       nullable=False, fields=(
           F("from", "int", "The last time the job was seen through the old head (ms): the head died after it.",
@@ -128,19 +139,34 @@ FIELDS = (
 _BY_NAME = {f.name: f for f in FIELDS}
 # What even a hand-made status.json must hold; the other fields default (final false, attempts []).
 REQUIRED = ("submission_id", "state")
-_TYPES = {"str": (str,), "int": (int,), "number": (int, float), "bool": (bool,), "list": (list,),
+_TYPES = {"str": (str,), "int": (int,), "number": (int, float), "bool": (bool,), "list": (list,), "numbers": (list,),
           "object": (dict,), "objects": (list,), "mapping": (dict,)}
+# The largest number status.json may hold (about 9.2e18: ms since the epoch, steps, sizes all fit).
+NUMBER_LIMIT = 2 ** 63 - 1
 _WHAT = {"str": "a string", "int": "an integer", "number": "a number", "bool": "true or false",
-         "list": "a list of strings", "object": "an object", "objects": "a list of objects", "mapping": "an object"}
+         "list": "a list of strings", "numbers": "a list of numbers", "object": "an object",
+         "objects": "a list of objects", "mapping": "an object"}
+
+
+def _number(value, kind="number"):
+    """A number of status.json: an int (or, for kind number, a float) within ±NUMBER_LIMIT; never a bool, NaN or
+    infinity (json.loads reads NaN and Infinity), never a number the module's arithmetic would overflow on."""
+    # NaN compares false with everything: the range check refuses it too.
+    return isinstance(value, _TYPES[kind]) and not isinstance(value, bool) and -NUMBER_LIMIT <= value <= NUMBER_LIMIT
 
 
 def _check(field, value, where):
     """value checked against field: a RecordError naming where and the field, never the value."""
     if value is None and field.nullable:
         return
-    ok = isinstance(value, _TYPES[field.kind]) and not (field.kind in ("int", "number") and isinstance(value, bool))
+    if field.kind in ("int", "number"):
+        ok = _number(value, field.kind)
+    else:
+        ok = isinstance(value, _TYPES[field.kind])
     if ok and field.kind == "list":
         ok = all(isinstance(item, str) for item in value)
+    if ok and field.kind == "numbers":
+        ok = all(_number(item) for item in value)
     if ok and field.kind == "objects":
         ok = all(isinstance(item, dict) for item in value)
     if ok and field.choices:
@@ -270,6 +296,8 @@ def _schema(field):
             schema["required"] = required
     elif field.kind == "list":
         schema = {"type": "array", "items": {"type": "string"}}
+    elif field.kind == "numbers":
+        schema = {"type": "array", "items": {"type": "number"}}
     elif field.kind == "objects":
         item = _schema(F("", "object", "", nullable=False, fields=field.fields))
         item.pop("description")

@@ -1,5 +1,8 @@
 """module_utils/checkpoints.py: the newest whole checkpoint, on folders laid out as verl 0.9.1 saves them."""
 
+import os
+import threading
+
 import pytest
 from ansible.module_utils import checkpoints as ck
 
@@ -75,3 +78,78 @@ def test_a_kind_of_shard_lost_whole_is_noticed_against_the_other_checkpoints(tmp
     (tmp_path / "global_step_3" / "model_world_size_1_rank_0.pt").unlink()  # world size 1: the kind is gone
     found = ck.newest_whole([str(tmp_path)], 1)
     assert found["step"] == 2 and found["skipped"][0][1] == "lacks model (the other checkpoints have it)"
+
+
+# ---------------------------------------------------------------- the share is data of any shape (issue 22, class 3)
+
+
+def within(seconds, call, fifo):
+    """call() in a thread: the test fails (never hangs) when it is still blocked after `seconds`."""
+    result = {}
+
+    def target():
+        try:
+            result["value"] = call()
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            result["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))  # release the blocked reader
+        thread.join(5)
+        pytest.fail(f"the resume hung on a FIFO for {seconds}s")
+    return result
+
+
+def test_a_symlinked_step_outside_the_checkpoint_dir_is_skipped_with_its_reason(tmp_path):
+    share, head = tmp_path / "share" / "ckpt", tmp_path / "head"
+    save(share, 2)
+    save(head, 9)  # whole, on a path only the head has
+    os.symlink(head / "global_step_9", share / "global_step_9")
+    (share / ck.TRACKER).write_text("9")
+    found = ck.newest_whole([str(share)], 2)
+    assert found["path"] == str(share / "global_step_2") and found["step"] == 2
+    assert found["skipped"] == [(str(share / "global_step_9"),
+                                 "is a symlink: a step is never taken from outside its checkpoint dir")]
+
+
+def test_a_fifo_as_the_tracker_never_hangs_the_resume_and_says_so_in_one_line(tmp_path):
+    save(tmp_path, 2)
+    os.remove(tmp_path / ck.TRACKER)
+    os.mkfifo(tmp_path / ck.TRACKER)
+    result = within(5, lambda: ck.newest_whole([str(tmp_path)], 2), str(tmp_path / ck.TRACKER))
+    error = result.get("error")
+    assert isinstance(error, ck.CheckpointError) and "\n" not in str(error)
+    assert f"{ck.TRACKER} is a FIFO, not a regular file" in str(error)
+
+
+@pytest.mark.parametrize("text", ["²", "٣", "３", "9" * 5000, "2" * 19])
+def test_a_tracker_in_odd_digits_is_no_step(tmp_path, text):
+    save(tmp_path, 3)
+    (tmp_path / ck.TRACKER).write_text(text, encoding="utf-8")
+    with pytest.raises(ck.CheckpointError, match=r"txt (does not hold a step in ASCII digits|is larger than 64 bytes)"
+                       r".*: no save is known to have finished") as caught:
+        ck.newest_whole([str(tmp_path)], 2)
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("digits", ["٣", "۳", "３"])
+def test_a_step_folder_in_other_digits_is_not_a_step(tmp_path, digits):
+    save(tmp_path, 2)
+    save(tmp_path, 1)
+    (tmp_path / "global_step_1").rename(tmp_path / f"global_step_{digits}")  # whole, but not in ASCII digits
+    (tmp_path / ck.TRACKER).write_text("3")
+    found = ck.newest_whole([str(tmp_path)], 2)
+    assert found["path"] == str(tmp_path / "global_step_2") and found["skipped"] == []
+
+
+def test_shard_names_in_other_digits_are_not_shards(tmp_path):
+    save(tmp_path, 2)
+    save(tmp_path, 3, ranks=[0])
+    (tmp_path / "global_step_3" / "model_world_size_2_rank_١.pt").write_bytes(b"x")  # Arabic-Indic one
+    (tmp_path / "global_step_3" / "optim_world_size_2_rank_١.pt").write_bytes(b"x")
+    (tmp_path / "global_step_3" / "extra_state_world_size_2_rank_١.pt").write_bytes(b"x")
+    found = ck.newest_whole([str(tmp_path)], 2)
+    assert found["step"] == 2 and "lacks rank(s) 1 of 2" in found["skipped"][0][1]

@@ -150,10 +150,10 @@ def test_an_os_error_while_writing_the_record_is_one_line_and_the_retry_complete
                                                                                      monkeypatch, err):
     real = jr.write_text
 
-    def failing(path, text):
+    def failing(path, text, **kwargs):
         if path.endswith("ray_status_pre.txt"):  # part of the record is written by then
             raise OSError(err, os.strerror(err), path)
-        real(path, text)
+        real(path, text, **kwargs)
 
     monkeypatch.setattr(jr, "write_text", failing)
     code, out = run(capsys, spec=make_spec(ray_config), ray_config=ray_config)

@@ -100,7 +100,7 @@ def test_failed_rename_keeps_the_old_file_and_no_temp(tmp_path, monkeypatch):
     path = tmp_path / "status.json"
     jr.write_json(str(path), {"state": "PENDING"})
 
-    def boom(src, dst):
+    def boom(src, dst, **kwargs):
         raise OSError("disk full")
 
     monkeypatch.setattr(jr.os, "replace", boom)

@@ -1,0 +1,183 @@
+"""Files on the shared root, read and written as data of any shape: the one home of "read a small regular file safely".
+
+Anyone who can write the share can leave a symlink, a FIFO, a device, a huge file or odd digits where the module
+(root, on the head) expects one of its files. So every file it reads there goes through read_small (the last name
+never followed, a FIFO never blocks, regular files only, a cap on the size), every file it writes in a record goes
+through write_atomic (a temporary file and a rename inside the record, reached without following a symlinked
+directory), a record's lock files are opened by open_lock (never created through a symlink), and numbers read from
+files or names go through ascii_int (ASCII digits only, a length cap). Standard library only.
+"""
+
+import errno
+import os
+import re
+import stat
+import uuid
+
+READ_CAP = 1 << 20  # bytes read_small reads at most unless told otherwise
+MAX_DIGITS = 18  # a number read from the share: at most this many ASCII digits (fits an int64)
+_ASCII_INT = re.compile(r"[0-9]+", re.ASCII)
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class RecordError(ValueError):
+    """A file on the shared root that cannot be trusted; str() is one line naming the file and why (never its
+    content: anyone who can write the share may have shaped it)."""
+
+
+class UnsafeFile(RecordError):
+    """A symlink, a FIFO or another non-regular file, a file over its cap, or a symlinked directory on the way."""
+
+
+def kind(mode):
+    """What a non-regular file is, in words."""
+    for test, name in ((stat.S_ISLNK, "a symlink"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a directory"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _symlink(path):
+    return UnsafeFile(f"{path}: is a symlink, which is never followed (a record's files are regular files)")
+
+
+def _open_parent(path, base):
+    """A descriptor of path's directory. Below base (the record's directory, trusted) no directory is reached through
+    a symlink; without base, the directory is opened as named (its last name not followed)."""
+    parent, leaf = os.path.split(path)
+    if base is None:
+        start, parts = parent or ".", []
+    else:
+        rel = os.path.relpath(parent, base)
+        if rel == ".." or rel.startswith("../") or os.path.isabs(rel):
+            raise ValueError(f"{path} is not inside {base}")
+        start, parts = base, [p for p in rel.split(os.sep) if p not in ("", ".")]
+    fd = os.open(start, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        walked = start
+        for part in parts:
+            walked = os.path.join(walked, part)
+            try:
+                nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise UnsafeFile(f"{walked}: is not a directory of the record (a symlink is never followed)") \
+                        from None
+                raise OSError(exc.errno, exc.strerror, walked) from None
+            os.close(fd)
+            fd = nfd
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, leaf
+
+
+def read_small(path, limit=READ_CAP, tail=False, base=None):
+    """The bytes of the regular file at path, or None when there is no such file.
+
+    The file's name is never followed when it is a symlink (O_NOFOLLOW), a FIFO never blocks (O_NONBLOCK, then fstat:
+    regular files only), and at most `limit` bytes are read: a larger file raises UnsafeFile, or, with tail=True,
+    gives its last `limit` bytes (a log's tail). base: the record's directory, when path lies inside it (no directory
+    below it is reached through a symlink). UnsafeFile names the file and why; other OSErrors (EACCES, EIO) pass."""
+    try:
+        dir_fd, leaf = _open_parent(path, base)
+    except FileNotFoundError:
+        return None
+    try:
+        fd = os.open(leaf, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _symlink(path) from None
+        raise OSError(exc.errno, exc.strerror, path) from None
+    finally:
+        os.close(dir_fd)
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):  # as open() says it: an OSError, as a file that cannot be read
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+        if not stat.S_ISREG(info.st_mode):
+            raise UnsafeFile(f"{path}: is {kind(info.st_mode)}, not a regular file")
+        if info.st_size > limit:
+            if not tail:
+                raise UnsafeFile(f"{path}: is larger than {limit} bytes")
+            os.lseek(fd, info.st_size - limit, os.SEEK_SET)
+        chunks, size = [], 0
+        while size <= limit:  # one byte past the cap tells a file that grew meanwhile
+            chunk = os.read(fd, min(limit + 1 - size, 1 << 16))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        data = b"".join(chunks)
+        if len(data) > limit:
+            if not tail:
+                raise UnsafeFile(f"{path}: is larger than {limit} bytes")
+            data = data[-limit:]
+        return data
+    finally:
+        os.close(fd)
+
+
+def read_text(path, limit=READ_CAP, tail=False, base=None):
+    """read_small as text (UTF-8, undecodable bytes replaced), or None when there is no such file."""
+    data = read_small(path, limit, tail, base)
+    return None if data is None else data.decode("utf-8", errors="replace")
+
+
+def write_atomic(path, data, base=None, mode=0o644):
+    """Write bytes via a temporary file and a rename in path's directory (reached as read_small reaches it), so a
+    crash never leaves half a file and a symlink at path is replaced, never written through. An OSError names path."""
+    dir_fd, leaf = _open_parent(path, base)
+    tmp = f".tmp-{uuid.uuid4().hex[:12]}"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dir_fd)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+                os.fchmod(handle.fileno(), mode)
+            os.replace(tmp, leaf, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except BaseException:
+            try:
+                os.unlink(tmp, dir_fd=dir_fd)
+            except OSError:
+                pass
+            raise
+    except OSError as exc:
+        if exc.errno is None:
+            raise
+        raise OSError(exc.errno, exc.strerror, path) from None
+    finally:
+        os.close(dir_fd)
+
+
+def open_lock(path):
+    """A descriptor of the lock file at path (created 0644 when missing) for flock: never created or opened through a
+    symlink, and only a regular file (UnsafeFile otherwise, naming it)."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC,
+                     0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _symlink(path) from None
+        raise
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise UnsafeFile(f"{path}: is {kind(info.st_mode)}, not a regular file")
+    return fd
+
+
+def ascii_int(text, max_digits=MAX_DIGITS):
+    """The non-negative integer text holds in ASCII digits (surrounding ASCII whitespace allowed), or None: no
+    Unicode digits ('²', Arabic-Indic), no sign, no more than max_digits digits."""
+    if not isinstance(text, str):
+        return None
+    text = text.strip(" \t\r\n")
+    if not 0 < len(text) <= max_digits or not _ASCII_INT.fullmatch(text):
+        return None
+    return int(text)

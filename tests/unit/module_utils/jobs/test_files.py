@@ -1,0 +1,102 @@
+"""module_utils/jobs/files.py: files on the shared root read, written and locked as data of any shape (issue 22,
+class 3): no symlink followed, a FIFO never blocks, regular files only, a cap on what is read, ASCII numbers."""
+
+import os
+import threading
+
+import pytest
+from ansible.module_utils.jobs import files
+
+
+def within(seconds, call, fifo=None):
+    """call() in a thread, failing the test (not hanging it) when it is still blocked after `seconds`; a reader
+    blocked on `fifo` is released by opening it for writing once."""
+    result = {}
+
+    def target():
+        try:
+            result["value"] = call()
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            result["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        if fifo is not None:
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        thread.join(5)
+        pytest.fail(f"still blocked after {seconds}s")
+    return result
+
+
+def test_read_small_reads_a_regular_file_and_none_when_missing(tmp_path):
+    (tmp_path / "a").write_bytes(b"12\n")
+    assert files.read_small(str(tmp_path / "a")) == b"12\n"
+    assert files.read_small(str(tmp_path / "missing")) is None
+    assert files.read_text(str(tmp_path / "a")) == "12\n"
+
+
+def test_read_small_never_follows_a_symlink(tmp_path):
+    secret = tmp_path / "head-only"
+    secret.write_text("root's\n")
+    os.symlink(secret, tmp_path / "link")
+    with pytest.raises(files.UnsafeFile, match=r"link: is a symlink"):
+        files.read_small(str(tmp_path / "link"))
+
+
+def test_read_small_never_blocks_on_a_fifo(tmp_path):
+    fifo = str(tmp_path / "fifo")
+    os.mkfifo(fifo)
+    result = within(5, lambda: files.read_small(fifo), fifo)
+    assert isinstance(result.get("error"), files.UnsafeFile) and "is a FIFO" in str(result["error"])
+
+
+def test_read_small_caps_what_it_reads_and_tail_gives_the_end(tmp_path):
+    (tmp_path / "big").write_bytes(b"x" * 100 + b"END")
+    with pytest.raises(files.UnsafeFile, match="larger than 10 bytes"):
+        files.read_small(str(tmp_path / "big"), 10)
+    assert files.read_small(str(tmp_path / "big"), 5, tail=True) == b"xxEND"
+
+
+def test_nothing_is_read_or_written_through_a_symlinked_directory_of_the_record(tmp_path):
+    record, head = tmp_path / "record", tmp_path / "head"
+    record.mkdir()
+    head.mkdir()
+    (head / "driver.log").write_text("head-only\n")
+    os.symlink(head, record / "logs")
+    with pytest.raises(files.UnsafeFile, match="logs: is not a directory of the record"):
+        files.read_small(str(record / "logs" / "driver.log"), base=str(record))
+    with pytest.raises(files.UnsafeFile, match="logs: is not a directory of the record"):
+        files.write_atomic(str(record / "logs" / "failure.txt"), b"job text\n", base=str(record))
+    assert sorted(os.listdir(head)) == ["driver.log"]
+
+
+def test_write_atomic_replaces_a_symlink_and_never_writes_its_target(tmp_path):
+    target = tmp_path / "target"
+    target.write_text("keep\n")
+    os.symlink(target, tmp_path / "status.json")
+    files.write_atomic(str(tmp_path / "status.json"), b"{}\n", base=str(tmp_path))
+    assert target.read_text() == "keep\n" and not os.path.islink(tmp_path / "status.json")
+    assert (tmp_path / "status.json").read_bytes() == b"{}\n"
+    assert not [n for n in os.listdir(tmp_path) if n.startswith(".tmp-")]
+
+
+@pytest.mark.parametrize("dangling", [True, False])
+def test_open_lock_never_creates_or_opens_through_a_symlink(tmp_path, dangling):
+    target = tmp_path / "etc-file"
+    if not dangling:
+        target.write_text("root's\n")
+    os.symlink(target, tmp_path / ".submit.lock")
+    with pytest.raises(files.UnsafeFile, match=r"\.submit\.lock: is a symlink"):
+        files.open_lock(str(tmp_path / ".submit.lock"))
+    assert os.path.exists(target) is not dangling
+    fd = files.open_lock(str(tmp_path / ".status.lock"))
+    os.close(fd)
+
+
+@pytest.mark.parametrize(("text", "value"), [("12", 12), (" 7\n", 7), ("0", 0), ("²", None), ("٣", None),
+                                             ("３", None), ("9" * 5000, None), ("9" * 19, None), ("-1", None),
+                                             ("+1", None), ("1_0", None), ("", None), (None, None)])
+def test_ascii_int_takes_ascii_digits_within_range_only(text, value):
+    assert files.ascii_int(text) == value
