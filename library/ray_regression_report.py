@@ -13,6 +13,9 @@ description:
     none, from verl's console lines in the driver log); an entry's C(gates) are checked against them, and a
     failed gate fails the entry. A record with metrics but no C(metrics.svg) gets one.
   - Besides report.json, junit.xml and summary.md, the run gets C(trend.svg), the suite's values across runs.
+  - A job's text (its message, reason, diagnosis, a gate's metric) is data. summary.md escapes it for Markdown and
+    HTML (never a link, an image, HTML or a heading), junit.xml for XML (characters XML 1.0 forbids removed); a state
+    that is not one a record can have is shown as C(invalid).
 options:
   run_id:
     description: The regression run's id.

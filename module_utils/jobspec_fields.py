@@ -45,15 +45,35 @@ _URL = (rf"^https?://{_HOST}(:[0-9]{{1,5}})?/?$", "a URL http://host:port")
 
 
 class JobSpecError(ValueError):
-    """A bad JobSpec input; str() is one line naming the field and the bad value."""
+    """A bad JobSpec input; str() is one line naming the field and what is wrong with it.
+
+    The value is kept (`value`) for code, never shown: it may be a secret put in the wrong place (a misspelled
+    field, an env value of the wrong type), and this message ends in task output, report.json, summary.md and
+    junit.xml. Only its kind is said ("got a string").
+    """
 
     def __init__(self, field, problem, value):
         self.field = field
         self.value = value
-        shown = repr(value)
-        if len(shown) > 120:
-            shown = shown[:117] + "..."
-        super().__init__(f"jobspec field '{conventions.one_line(field)}': {conventions.one_line(problem)}, got {shown}")
+        got = "" if value is ABSENT else f" (got {kind_of(value)})"
+        super().__init__(f"jobspec field '{conventions.one_line(field, 200)}': {conventions.one_line(problem)}{got}")
+
+
+# The value of a JobSpecError about a field that was not given at all: its message says nothing of a value.
+ABSENT = object()
+
+
+def kind_of(value):
+    """What kind of value this is, in words, never the value itself: 'a string', 'an integer', 'null'."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true or false"
+    for types, word in ((int, "an integer"), (float, "a number"), (str, "a string"), (dict, "a mapping"),
+                        ((list, tuple), "a list")):
+        if isinstance(value, types):
+            return word
+    return "a value of another kind"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -286,14 +306,14 @@ def check_fields(fields, value, path, *, complete):
         if key not in known:
             close = difflib.get_close_matches(str(key), known, n=1)
             hint = f" (did you mean '{close[0]}'?)" if close else ""
-            raise JobSpecError(join_path(path, key), f"unknown field{hint}", value[key])
+            raise JobSpecError(join_path(path, key), f"unknown field{hint}", ABSENT)
     out = {}
     for f in fields:
         if f.name in value:
             out[f.name] = check(f, value[f.name], join_path(path, f.name), complete)
         elif complete:
             if f.required:
-                raise JobSpecError(join_path(path, f.name), f"is required ({expect(f)})", None)
+                raise JobSpecError(join_path(path, f.name), f"is required ({expect(f)})", ABSENT)
             out[f.name] = check(f, None, join_path(path, f.name), complete)
     return out
 

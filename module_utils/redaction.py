@@ -4,21 +4,46 @@ Imported by modules as ansible.module_utils.redaction (standard library only).
 """
 
 import copy
+import itertools
 import json
 import re
 
 DEFAULT_SECRET_ENV_NAMES = ("WANDB_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "RAY_AUTH_TOKEN")
 REDACTED = "<redacted>"
 
-# Names people give secrets: *_TOKEN, *_SECRET, *_KEY (API, access, secret, private keys; AWS_SECRET_ACCESS_KEY),
-# *_PAT (personal access tokens), *_PASSWD, *_PASSPHRASE, *_CREDENTIALS and PASSWORD/PASSWD anywhere. Hiding a
-# harmless value by mistake costs little; printing a key costs a lot. A site adds its own names (secret_env_names).
-_SECRET_NAME = re.compile(r"(^|_)(TOKEN|SECRET|KEY|PAT|PASSWD|PASSPHRASE|CREDENTIALS?)$|PASSWORD|PASSWD",
-                          re.IGNORECASE)
+# The one rule for secret env names (docs/security.md), case-insensitive, on the name's word parts (split at _ and
+# other punctuation, at a lower-to-upper case change and between letters and digits: GITHUB_TOKEN2, hfToken):
+# - a part TOKEN, SECRET, PASSWORD, PASSWD, PASSPHRASE, APIKEY, CREDENTIAL, COOKIE (or their plurals), anywhere:
+#   HF_TOKEN_RW, MY_SECRET_VALUE, OPENAI_APIKEY, GOOGLE_APPLICATION_CREDENTIALS;
+# - the parts API KEY, PRIVATE KEY or ACCESS KEY next to each other, anywhere: WANDB_API_KEY, PRIVATE_KEY_PEM;
+# - a last word part (digits aside) KEY, PAT or PASS: AWS_SECRET_ACCESS_KEY, SSH_KEY_2, GH_PAT, DB_PASS;
+# - PASSWORD or PASSWD inside any part: DBPASSWORD.
+# TOKENIZERS_PARALLELISM or KEYRING_BACKEND are not secret: TOKENIZERS and KEYRING are other words. Hiding a harmless
+# value by mistake costs little; printing a key costs a lot. A site adds its own names (secret_env_names).
+SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "APIKEY", "CREDENTIAL", "COOKIE")
+SECRET_PAIRS = (("API", "KEY"), ("PRIVATE", "KEY"), ("ACCESS", "KEY"))
+SECRET_LAST_WORDS = ("KEY", "PAT", "PASS")
+_PARTS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+_WORD = re.compile(rf"^(?:{'|'.join(SECRET_WORDS)})(?:S|ES)?$")
+_INSIDE = re.compile(r"PASSWORD|PASSWD")
+
+
+def _parts(name):
+    """The word parts of name, upper case: 'hfToken_RW2' -> ['HF', 'TOKEN', 'RW', '2']."""
+    return [p.upper() for p in _PARTS.findall(name)]
 
 
 def is_secret_name(key, secret_names=DEFAULT_SECRET_ENV_NAMES) -> bool:
-    return isinstance(key, str) and (key in secret_names or _SECRET_NAME.search(key) is not None)
+    """Whether env name key holds a secret: one of secret_names (any case), or by the rule above."""
+    if not isinstance(key, str):
+        return False
+    if key.upper() in {n.upper() for n in secret_names or () if isinstance(n, str)}:
+        return True
+    parts = _parts(key)
+    words = [p for p in parts if not p.isdigit()]
+    return (any(_WORD.match(p) or _INSIDE.search(p) for p in parts)
+            or any(pair in SECRET_PAIRS for pair in itertools.pairwise(words))
+            or (bool(words) and words[-1] in SECRET_LAST_WORDS))
 
 
 def secret_names(configured=None, extra=()):

@@ -19,10 +19,14 @@ on the control host, and scripts.
 """
 
 import math
+import re
 
 REDUCERS = ("first", "last", "min", "max", "mean", "change")
 _KEYS = {"metric", "at", "min", "max", "golden", "tolerance", "abs_tolerance"}
 DEFAULT_TOLERANCE = 0.1
+# A metric name as verl prints one (verl_metrics' key pattern: critic/score/max, val-core/x/reward/mean@1): one line,
+# no markup characters, so it is safe in every report (summary.md, junit.xml) it is named in.
+METRIC_RULE = (r"^(?!\d)[\w/().@-]{1,200}$", "a metric name as verl prints it (letters, digits and _/().@-, at most 200)")
 
 
 class GateError(ValueError):
@@ -38,24 +42,27 @@ def check_gates(gates, where="gates"):
     if gates is None:
         return []
     if not isinstance(gates, list):
-        raise GateError(f"{where}: must be a list of gates, got {gates!r}")
+        raise GateError(f"{where}: must be a list of gates")
     out = []
     for i, gate in enumerate(gates):
         here = f"{where}[{i}]"
         if not isinstance(gate, dict):
-            raise GateError(f"{here}: must be a mapping, got {gate!r}")
+            raise GateError(f"{here}: must be a mapping of metric, at, min, max, golden, tolerance")
         unknown = set(gate) - _KEYS
         if unknown:
-            raise GateError(f"{here}: unknown key(s) {', '.join(sorted(map(str, unknown)))} "
-                            f"(allowed: {', '.join(sorted(_KEYS))})")
+            # Key names only (each on one line, cut short): a gate's values are never repeated.
+            names = ", ".join(sorted(" ".join(str(k).split())[:60] for k in unknown))
+            raise GateError(f"{here}: unknown key(s) {names} (allowed: {', '.join(sorted(_KEYS))})")
         if not isinstance(gate.get("metric"), str) or not gate["metric"]:
             raise GateError(f"{here}: needs metric, a metric name")
+        if re.fullmatch(METRIC_RULE[0], gate["metric"]) is None:
+            raise GateError(f"{here}: metric must be {METRIC_RULE[1]}")
         at = gate.get("at", "last")
         if at not in REDUCERS:
-            raise GateError(f"{here}: at must be one of {', '.join(REDUCERS)}, got {at!r}")
+            raise GateError(f"{here}: at must be one of {', '.join(REDUCERS)}")
         for key in ("min", "max", "golden", "tolerance", "abs_tolerance"):
             if key in gate and not _is_number(gate[key]):
-                raise GateError(f"{here}: {key} must be a number, got {gate[key]!r}")
+                raise GateError(f"{here}: {key} must be a number")
         if not any(key in gate for key in ("min", "max", "golden")):
             raise GateError(f"{here}: needs min, max or golden")
         if ("tolerance" in gate or "abs_tolerance" in gate) and "golden" not in gate:
@@ -63,7 +70,7 @@ def check_gates(gates, where="gates"):
         if any(gate.get(key, 0) < 0 for key in ("tolerance", "abs_tolerance")):
             raise GateError(f"{here}: tolerances must not be negative")
         if "min" in gate and "max" in gate and gate["min"] > gate["max"]:
-            raise GateError(f"{here}: min {gate['min']} is above max {gate['max']}")
+            raise GateError(f"{here}: min is above max")
         out.append({**gate, "at": at})
     return out
 

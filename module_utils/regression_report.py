@@ -17,8 +17,9 @@ import time
 import xml.etree.ElementTree as ET
 
 from ansible.module_utils import regression_gates, verl_metrics
-from ansible.module_utils.conventions import job_dir, one_line, regression_dir
+from ansible.module_utils.conventions import ID_RULE, job_dir, matches, one_line, regression_dir
 from ansible.module_utils.jobs.record import read_json, write_text
+from ansible.module_utils.jobs.status import MISSING, STATES
 
 LOG_TAIL_LINES = 40
 MESSAGE_WIDTH = 200
@@ -27,8 +28,18 @@ TREND_FILE = "trend.svg"
 # Per-entry values kept in report.json for the trend plot: (label, metrics.jsonl name, reduction).
 TREND_METRICS = (("last loss", "loss", "last"), ("last reward", "reward", "last"),
                  ("mean step s", "step_time_s", "mean"))
-# Characters XML 1.0 forbids even escaped (ANSI colour codes in logs are the usual ones).
+# Characters XML 1.0 forbids even escaped (ANSI colour codes in logs are the usual ones): removed.
 _XML_INVALID = re.compile("[^\x09\x0a\x0d\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+# The states a report shows: a record's (module_utils/jobs/status.py) and MISSING (no record); anything else read
+# from a record or an earlier report.json is shown as INVALID_STATE, never as the text it held.
+KNOWN_STATES = (*STATES, MISSING)
+INVALID_STATE = "invalid"
+# Job text in summary.md (docs/regressions.md): on one line, control characters and bidirectional overrides removed,
+# HTML's & < > as entities, and a backslash before every character that starts Markdown inline markup (code, emphasis,
+# strikethrough, links and images, table cells) and before what GitHub would turn into a link (http://, www., @).
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
+_MD_MARKUP = re.compile(r"[\\`*~\[\]|!@]|(?<![^\W_])_|_(?![^\W_])|:(?=//)|(?<=www)\.", re.IGNORECASE)
+_HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 
 
 def entry_result(entry_name, spec, submission_id, status, log_tail, record_dir, metric_rows=None, gates=None):
@@ -38,8 +49,8 @@ def entry_result(entry_name, spec, submission_id, status, log_tail, record_dir, 
     against them: the entry passes when its job succeeded and every gate holds.
     """
     get = (status or {}).get
-    phases = get("phases") or {}
-    state = get("state") or "MISSING"
+    phases = get("phases") if isinstance(get("phases"), dict) else {}
+    state = known_state(get("state") or MISSING)
     rows = metric_rows or []
     gate_results = regression_gates.evaluate_all(gates, rows) if state == "SUCCEEDED" else []
     return {
@@ -95,27 +106,28 @@ def build_report(run_id, suite, started_at, ended_at, results, previous, loss_ri
 def _regressions(results, baseline, loss_rise, duration_growth):
     if not baseline:
         return []
-    before = {e["name"]: e for e in baseline.get("entries", [])}
+    before = _entries_by_name(baseline)
     found = []
 
     def add(entry, kind, old, new, text):
         found.append({"entry": entry["name"], "kind": kind, "previous": old, "current": new,
-                      "message": f"{text} (vs run {baseline['run_id']})"})
+                      "message": f"{text} (vs run {one_line(baseline.get('run_id'), 130)})"})
 
     for entry in results:
         old = before.get(entry["name"])
-        if old is None:  # a new entry has nothing to regress from
+        if not isinstance(old, dict):  # a new entry has nothing to regress from
             continue
-        if old.get("passed") and not entry["passed"]:
-            add(entry, "state", old["state"], entry["state"], f"was {old['state']}, now {entry['state']}")
+        if old.get("passed") is True and not entry["passed"]:
+            was = known_state(old.get("state"))
+            add(entry, "state", was, entry["state"], f"was {was}, now {entry['state']}")
         # A failed job's loss and duration say nothing (it may have been killed at a deadline).
-        if not (old.get("passed") and entry["passed"]):
+        if not (old.get("passed") is True and entry["passed"]):
             continue
         was, now = _number(old.get("last_loss")), _number(entry["last_loss"])
         if (was is not None and math.isfinite(was) and now is not None
                 and (not math.isfinite(now) or now > was + loss_rise * abs(was))):
             add(entry, "loss", was, now, f"last_loss rose {_fmt_loss(was)} → {_fmt_loss(now)}")
-        was = _number((old.get("durations") or {}).get("total_s"))
+        was = _number(old["durations"].get("total_s") if isinstance(old.get("durations"), dict) else None)
         now = _number(entry["durations"].get("total_s"))
         if was and now is not None and now > was * (1 + duration_growth):
             add(entry, "duration", was, now, f"total_s grew {was:.1f} → {now:.1f} (+{(now / was - 1) * 100:.0f} %)")
@@ -128,7 +140,7 @@ def junit_xml(report):
     for reg in report["regressions"]:
         regressed.setdefault(reg["entry"], []).append(reg["message"])
     classname = _xml_text(f"regression.{report['suite']}")
-    suites = ET.Element("testsuites", name=f"regression {report['suite']}")
+    suites = ET.Element("testsuites", name=_xml_text(f"regression {report['suite']}"))
     suite = ET.SubElement(suites, "testsuite", name=classname, errors="0", skipped="0",
                           timestamp=iso_time(report["started_at"], zone=False), time=f"{report['wall_s']:.3f}")
     failures = 0
@@ -141,7 +153,7 @@ def junit_xml(report):
         failures += 1
         message = "; ".join(([] if entry["passed"] else [_failure_text(entry)]) + [f"regression: {n}" for n in notes])
         kind = "REGRESSION" if entry["passed"] else ("GATE" if entry["state"] == "SUCCEEDED" else entry["state"])
-        failure = ET.SubElement(case, "failure", message=_xml_text(message), type=kind)
+        failure = ET.SubElement(case, "failure", message=_xml_text(message), type=_xml_text(kind))
         failure.text = _xml_text(f"record: {entry['record']}\n\n{entry['log_tail']}")
     for element in (suites, suite):
         element.set("tests", str(len(report["entries"])))
@@ -151,7 +163,11 @@ def junit_xml(report):
 
 
 def summary_md(report, previous):
-    """summary.md: the verdict, a table of entries, and how this run compares with earlier ones."""
+    """summary.md: the verdict, a table of entries, and how this run compares with earlier ones.
+
+    Every text from a job, a record or an earlier report goes through md() (states through known_state): a message
+    is shown as the text it is, never as a link, an image, HTML or a heading.
+    """
     counts = report["counts"]
     verdict = "PASS" if report["ok"] else "FAIL"
     headline = f"{counts['passed']}/{counts['total']} passed"
@@ -161,47 +177,47 @@ def summary_md(report, previous):
         headline += f", {counts['regressed']} regressed"
     regressed = {r["entry"] for r in report["regressions"]}
     lines = [
-        f"# {verdict}: {report['suite']}, {headline}",
+        f"# {verdict}: {md(report['suite'])}, {headline}",
         "",
-        f"Run `{report['run_id']}`, started {iso_time(report['started_at'])}, wall time {_duration(report['wall_s'])}.",
+        f"Run {_code(report['run_id'])}, started {iso_time(report['started_at'])}, wall time {_duration(report['wall_s'])}.",
         "",
         "| entry | state | steps | loss first → last | last reward | gates | total s | record | plot |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for e in report["entries"]:
-        state = e["state"] + (" (regressed)" if e["name"] in regressed else "")
+        state = known_state(e["state"]) + (" (regressed)" if e["name"] in regressed else "")
         if e["state"] == "SUCCEEDED" and not e["passed"]:
             state += " (gate failed)"
         loss = f"{_fmt_loss(e['first_loss'])} → {_fmt_loss(e['last_loss'])}"
         gates = e.get("gates") or []
         gate_cell = f"{sum(g['ok'] for g in gates)}/{len(gates)}" if gates else "–"
         reward = _fmt_loss((e.get("metrics") or {}).get("last reward"))
-        cells = [_md(c) for c in (e["name"], state, _fmt(e["steps"]), loss, reward, gate_cell,
-                                  _fmt_seconds(e["durations"].get("total_s")))]
-        link = _record_link(e["submission_id"]) if e["submission_id"] else None
-        cells.append(f"[{_md(e['submission_id'])}]({link})" if link else "–")
+        cells = [md(c) for c in (e["name"], state, _fmt(e["steps"]), loss, reward, gate_cell,
+                                 _fmt_seconds(e["durations"].get("total_s")))]
+        link = _record_link(e["submission_id"])
+        cells.append(f"[{md(e['submission_id'])}]({link})" if link else "–")
         cells.append(f"[metrics]({link}{verl_metrics.PLOT_FILE})" if link and e.get("metrics_plot") else "–")
         lines.append("| " + " | ".join(cells) + " |")
-    gate_lines = [f"- {'✓' if g['ok'] else '✗'} **{_md(e['name'])}** {_md(g['message'])}"
+    gate_lines = [f"- {'✓' if g['ok'] else '✗'} **{md(e['name'])}** {md(g['message'])}"
                   for e in report["entries"] for g in e.get("gates") or []]
     if gate_lines:
         lines += ["", "## Gates", ""] + gate_lines
     failed = [e for e in report["entries"] if not e["passed"]]
     if failed:
         lines += ["", "## Failures", ""]
-        lines += [f"- **{e['name']}**: {_md(_failure_text(e))}" for e in failed]
+        lines += [f"- **{md(e['name'])}**: {md(_failure_text(e))}" for e in failed]
     lines += ["", f"Trend across runs: [{TREND_FILE}]({TREND_FILE})", "", "## Compared with previous runs", ""]
     if not previous:
         lines.append("No earlier run of this suite.")
         return "\n".join(lines) + "\n"
-    lines.append(f"Baseline: run `{previous[0]['run_id']}` ({iso_time(previous[0]['started_at'])}).")
-    lines += ["", "Regressions:"] + ([f"- **{r['entry']}**: {r['message']}" for r in report["regressions"]]
+    lines.append(f"Baseline: run {_code(previous[0].get('run_id'))} ({iso_time(previous[0]['started_at'])}).")
+    lines += ["", "Regressions:"] + ([f"- **{md(r['entry'])}**: {md(r['message'])}" for r in report["regressions"]]
                                      or ["- none"])
-    before = {e["name"]: e for e in previous[0].get("entries", [])}
-    changes = [f"- {e['name']}: new entry ({e['state']})" if e["name"] not in before
-               else f"- {e['name']}: {before[e['name']]['state']} → {e['state']}"
+    before = _entries_by_name(previous[0])
+    changes = [f"- {md(e['name'])}: new entry ({known_state(e['state'])})" if e["name"] not in before
+               else f"- {md(e['name'])}: {known_state(before[e['name']].get('state'))} → {known_state(e['state'])}"
                for e in report["entries"]
-               if before.get(e["name"], {}).get("state") != e["state"]]
+               if known_state(before.get(e["name"], {}).get("state")) != known_state(e["state"])]
     lines += ["", "State changes:"] + (changes or ["- none"])
     lines += ["", f"Trends (oldest → this run, up to {TREND_RUNS} earlier runs):"]
     lines += _trends(report["entries"], previous[:TREND_RUNS][::-1]) or ["- no earlier values"]
@@ -210,15 +226,16 @@ def summary_md(report, previous):
 
 def _trends(entries, older):
     """`- smoke total_s: 6.1, 5.9, 6.4 → 6.0` per entry and metric that has earlier values."""
-    metrics = (("total_s", lambda e: (e.get("durations") or {}).get("total_s"), _fmt_seconds),
+    metrics = (("total_s", lambda e: e["durations"].get("total_s") if isinstance(e.get("durations"), dict) else None,
+                _fmt_seconds),
                ("last_loss", lambda e: e.get("last_loss"), _fmt_loss))
     out = []
     for entry in entries:
-        past = [next((e for e in run.get("entries", []) if e["name"] == entry["name"]), None) for run in older]
+        past = [_entries_by_name(run).get(entry["name"]) for run in older]
         for label, value, fmt in metrics:
             values = [value(e) if e else None for e in past]
             if any(v is not None for v in values):
-                out.append(f"- {entry['name']} {label}: {', '.join(fmt(v) for v in values)} → {fmt(value(entry))}")
+                out.append(f"- {md(entry['name'])} {label}: {', '.join(fmt(v) for v in values)} → {fmt(value(entry))}")
     return out
 
 
@@ -277,15 +294,29 @@ def _failure_text(entry):
         return "; ".join(failed_gates)
     head = " / ".join(str(p) for p in (entry["state"], entry["reason"], entry["error_type"]) if p)
     text = f"{head}: {entry['message']}" if entry["message"] else head
-    found = entry.get("diagnosis") or {}
+    found = entry.get("diagnosis") if isinstance(entry.get("diagnosis"), dict) else {}
     if found.get("kind") and found["kind"] != "unknown":
         text += f" [diagnosis: {found['kind']}: {found.get('hint', '')}]"
     return text
 
 
 def _record_link(sid):
-    """A job's record relative to a report (<regression>/<run_id>/summary.md)."""
+    """A job's record relative to a report (<regression>/<run_id>/summary.md); None for anything but an id."""
+    if not matches(ID_RULE, sid):
+        return None
     return os.path.relpath(job_dir("/", sid), os.path.join(regression_dir("/"), "run")) + "/"
+
+
+def _entries_by_name(report):
+    """An earlier report's entries by name (report.json is data: anything but a mapping with a name is skipped)."""
+    entries = report.get("entries") if isinstance(report, dict) else None
+    return {e["name"]: e for e in entries if isinstance(e, dict) and isinstance(e.get("name"), str)} \
+        if isinstance(entries, list) else {}
+
+
+def known_state(state):
+    """A record's state as a report shows it: one of KNOWN_STATES, else INVALID_STATE."""
+    return state if isinstance(state, str) and state in KNOWN_STATES else INVALID_STATE
 
 
 def _number(value):
@@ -313,10 +344,20 @@ def iso_time(ms, zone=True):
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms / 1000)) + ("Z" if zone else "")
 
 
-def _md(text):
-    """Free text in Markdown: a `|` would split a table cell, a `<` could start hidden HTML."""
-    return str(text).replace("|", "\\|").replace("<", "&lt;")
+def md(text):
+    """Job text as inert Markdown on one line: shown as written, never a link, image, HTML, heading or table cell
+    of its own (see _MD_MARKUP)."""
+    text = one_line(_CONTROLS.sub("", str("" if text is None else text)))
+    text = _MD_MARKUP.sub(lambda m: "\\" + m.group(), text)
+    return "".join(_HTML.get(c, c) for c in text)
+
+
+def _code(text):
+    """An id as inline code (`run-7`); anything that is not an id as md() text."""
+    return f"`{text}`" if matches(ID_RULE, text) else md(text)
 
 
 def _xml_text(text):
-    return _XML_INVALID.sub("\ufffd", str(text))
+    """Text for junit.xml: ElementTree escapes & < > (and quotes in attributes); what XML 1.0 forbids even escaped
+    (NUL, ESC, ...) is removed."""
+    return _XML_INVALID.sub("", str(text))

@@ -11,6 +11,7 @@ import re
 
 from ansible.module_utils import conventions, jobspec, redaction, regression_gates
 from ansible.module_utils.jobspec_fields import (
+    ABSENT,
     SPEC_FIELDS,
     TRAINERS,
     JobSpecError,
@@ -76,7 +77,7 @@ def _lookup(fields, key, path, value):
             return f
     close = difflib.get_close_matches(key, [f.name for f in fields], n=1)
     hint = f" (did you mean '{close[0]}'?)" if close else ""
-    raise JobSpecError(path, f"unknown field{hint}", value)
+    raise JobSpecError(path, f"unknown field{hint}", ABSENT)
 
 
 def _coerce(f, value, path):
@@ -219,7 +220,7 @@ def load_suite(name, suites_dir):
     from plugin_utils import safe_yaml
 
     if not conventions.matches(conventions.NAME_RULE, str(name)):
-        raise SuiteError(f"suite {name!r}: a suite name is {conventions.NAME_RULE[1]}")
+        raise SuiteError(f"suite: a suite name is {conventions.NAME_RULE[1]}")
     path = os.path.join(suites_dir, f"{name}.yaml")
     if not os.path.isfile(path):
         have = sorted(f[:-5] for f in os.listdir(suites_dir) if f.endswith(".yaml")) if os.path.isdir(suites_dir) else []
@@ -230,25 +231,28 @@ def load_suite(name, suites_dir):
         raise SuiteError(f"suite {name!r}: invalid YAML in {exc}") from None
     if not isinstance(data, dict) or set(data) != {"entries"} or not isinstance(data["entries"], list):
         raise SuiteError(f"suite {name!r}: {path} must hold exactly one key, `entries`, a list")
-    entries, seen = [], set()
+    entries, seen = [], {}
     for i, entry in enumerate(data["entries"]):
         where = f"suite {name!r} entry {i + 1}"
-        if not isinstance(entry, dict) or not {"name", "spec"} <= set(entry) or set(entry) - {"name", "spec", "overrides", "gates"}:
-            raise SuiteError(f"{where}: needs name and spec (and optional overrides and gates), got {entry!r}")
-        if not conventions.matches(conventions.NAME_RULE, str(entry["name"])) or entry["name"] in seen:
-            raise SuiteError(f"{where}: name {entry['name']!r} must be unique, {conventions.NAME_RULE[1]}")
+        _check_entry_keys(entry, where)
+        if not conventions.matches(conventions.NAME_RULE, str(entry["name"])):
+            raise SuiteError(f"{where}: name must be {conventions.NAME_RULE[1]}")
+        if str(entry["name"]) in seen:
+            raise SuiteError(f"{where}: name must be unique (entry {seen[str(entry['name'])]} has it too)")
         if not isinstance(entry.get("overrides", {}), dict):
             raise SuiteError(f"{where}: overrides must be a mapping of field: value")
         for key in entry.get("overrides") or {}:
             # Only JobSpec fields: spec, wait and ray_* steer the run, and a suite entry must not retarget it.
             if str(key).split(".")[0] not in SPEC_FIELD_NAMES:
-                raise SuiteError(f"{where}: overrides key {key!r} is not a jobspec field "
-                                 "(spec, wait, poll_s and ray_* are not overrides)")
+                close = difflib.get_close_matches(str(key).split(".")[0], SPEC_FIELD_NAMES, n=1)
+                hint = f" (did you mean '{close[0]}'?)" if close else ""
+                raise SuiteError(f"{where}: overrides key {conventions.one_line(key, 100)!r} is not a jobspec field"
+                                 f"{hint} (spec, wait, poll_s and ray_* are not overrides)")
         try:
             gates = regression_gates.check_gates(entry.get("gates"), f"{where} gates")
         except regression_gates.GateError as exc:
             raise SuiteError(str(exc)) from None
-        seen.add(entry["name"])
+        seen[str(entry["name"])] = i + 1
         entries.append({"name": str(entry["name"]), "spec": str(entry["spec"]),
                         "overrides": {str(k): v for k, v in (entry.get("overrides") or {}).items()},
                         "gates": gates})
@@ -259,10 +263,30 @@ def load_suite(name, suites_dir):
 
 def suite_entry(suite, entry, suites_dir):
     """The entry named `entry` of suites/<suite>.yaml, with its overrides as written (secrets included)."""
-    for found in load_suite(suite, suites_dir):
+    entries = load_suite(suite, suites_dir)
+    for found in entries:
         if found["name"] == entry:
             return found
-    raise SuiteError(f"suite {suite!r}: no entry named {entry!r}")
+    raise SuiteError(f"suite {suite!r}: no entry of that name (entries: {', '.join(e['name'] for e in entries)})")
+
+
+ENTRY_KEYS = ("name", "spec", "overrides", "gates")
+
+
+def _check_entry_keys(entry, where):
+    """A suite entry is a mapping with name and spec, and optional overrides and gates. The error names the keys
+    (a misspelled one with the key it resembles), never a value: an entry's overrides may hold secrets."""
+    if not isinstance(entry, dict):
+        raise SuiteError(f"{where}: must be a mapping with name and spec (and optional overrides and gates)")
+    for key in entry:
+        if key not in ENTRY_KEYS:
+            close = difflib.get_close_matches(str(key), ENTRY_KEYS, n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise SuiteError(f"{where}: unknown key {conventions.one_line(key, 100)!r}{hint} (an entry needs name and "
+                             "spec, and may have overrides and gates)")
+    missing = [key for key in ("name", "spec") if key not in entry]
+    if missing:
+        raise SuiteError(f"{where}: needs name and spec (and optional overrides and gates): no {' and no '.join(missing)}")
 
 
 def shown_entries(entries, secret_names):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import re
 import shlex
@@ -38,24 +39,68 @@ EXTRA_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*$")
 RESERVED_KEYS = ("spec", "submission_id", "wait", "id", "do", "stop_reason")
 
 
-def check_extra(value, redaction):
-    """One -e value as ansible-playbook reads it: words (quotes kept together), each KEY=VALUE."""
+def check_extra(value, redaction, index=1):
+    """One -e value as ansible-playbook reads it: words (quotes kept together), each KEY=VALUE for a JobSpec field.
+
+    Errors name a key at most, never a value: sbatch's arguments stay in Slurm's job record (scontrol show job:
+    Command=) and in ps, and a value may be a secret given in the wrong place.
+    """
+    for name in secret_names_in(value, redaction):
+        raise BatchError(f"-e: {name} is a secret, and sbatch's arguments are kept in Slurm's job record; "
+                         "set it in the site's jobspec_defaults instead (nothing was submitted)")
     try:
         words = shlex.split(value)
     except ValueError:
-        words = []
-    keys = [w.split("=", 1)[0] if "=" in w else None for w in words]
-    # sbatch's arguments stay in Slurm's job record (scontrol show job: Command=) and in ps: never a secret.
-    # Checked on the raw text first, so no error below ever repeats a secret's value.
-    for name in re.findall(r"\benv\.([A-Za-z_][A-Za-z0-9_]*)=", value):
-        if redaction.is_secret_name(name):
-            raise BatchError(f"-e: env.{name} is a secret, and sbatch's arguments are kept in Slurm's job record; "
-                             "set it in the site's jobspec_defaults instead (nothing was submitted)")
-    if not words or value.lstrip()[:1] in "@{[" or any(
-            k is None or not EXTRA_KEY.match(k) or k.split(".")[0] in RESERVED_KEYS or k.startswith("ansible_")
-            for k in keys):
-        raise BatchError(f"-e: {value[:60]!r} must be KEY=VALUE for a JobSpec field "
-                         f"({', '.join(RESERVED_KEYS)} and ansible_* are not)")
+        raise BatchError(f"-e #{index}: unbalanced quotes; each word must be KEY=VALUE for a JobSpec field") from None
+    if not words or value.lstrip()[:1] in "@{[":
+        raise BatchError(f"-e #{index}: must be KEY=VALUE words for JobSpec fields (not @file, JSON or YAML)")
+    for word in words:
+        key = word.split("=", 1)[0] if "=" in word else None
+        if key is None or not EXTRA_KEY.match(key):
+            raise BatchError(f"-e #{index}: each word must be KEY=VALUE, KEY a JobSpec field (dotted for a nested "
+                             "one); quote a value with spaces")
+        if key.split(".")[0] in RESERVED_KEYS or key.startswith("ansible_"):
+            raise BatchError(f"-e {key}: is not a JobSpec field this script passes on ({', '.join(RESERVED_KEYS)} "
+                             "and ansible_* are its own)")
+
+
+# Where a JSON mapping or list starts in a -e value: the whole value, or KEY= (the text may be quoted).
+_JSON_START = re.compile(r"""(?:^|\s)(?:([A-Za-z_][\w.]*)\s*=\s*["']?)?(?=[{\[])""")
+# A key in JSON or YAML flow text that is not JSON: a name, maybe quoted, then a colon.
+_LOOSE_KEY = re.compile(r"""([A-Za-z_][A-Za-z0-9_]*)["']?\s*:""")
+
+
+def secret_names_in(value, redaction):
+    """The secret names one -e value would set, in every form it can take: env.NAME=... (or any dotted key whose last
+    part is a secret name), env={"NAME": ...} (JSON text, as the ray_job action reads a mapping), a whole JSON -e
+    ({"env": {"NAME": ...}}), and, where that text is not JSON, every NAME: inside it; also any env.NAME in text
+    shlex cannot split. Names only, shown as a name or not at all."""
+    names = [f"env.{n}" for n in re.findall(r"\benv\.([A-Za-z_][A-Za-z0-9_]*)", value, re.IGNORECASE)]
+    try:
+        names += [w.split("=", 1)[0] for w in shlex.split(value) if "=" in w]
+    except ValueError:
+        pass
+    for match in _JSON_START.finditer(value):
+        key = match.group(1) or ""
+        try:
+            names += _json_names(json.JSONDecoder().raw_decode(value, match.end())[0], key)
+        except ValueError:
+            names += [f"{key}.{n}" if key else n for n in _LOOSE_KEY.findall(value, match.end())]
+    secret = [n for n in names if redaction.is_secret_name(n.split(".")[-1])]
+    return list(dict.fromkeys(n if re.fullmatch(r"[A-Za-z_][\w.]*", n, re.ASCII) else "one of its keys" for n in secret))
+
+
+def _json_names(node, path):
+    """The dotted names of every mapping key in parsed JSON (a mapping's keys are names, never values)."""
+    out = []
+    if isinstance(node, dict):
+        for key, item in node.items():
+            name = f"{path}.{key}" if path else str(key)
+            out += [name, *_json_names(item, name)]
+    elif isinstance(node, list):
+        for item in node:
+            out += _json_names(item, path)
+    return out
 
 
 class BatchError(Exception):
@@ -164,7 +209,7 @@ def make_plan(argv, env, read=read_allocation):
         raise BatchError(f"--inventory: {args.inventory} is not a Slurm inventory (a folder with a slurm.yml "
                          "saying `plugin: slurm_allocation`, like inventory/example-slurm)")
     if not conventions.matches(conventions.NAME_RULE, args.spec):
-        raise BatchError(f"--spec: {args.spec[:60]!r} is not a spec name (letters, digits, '.', '_', '-')")
+        raise BatchError("--spec: must be a spec name (letters, digits, '.', '_', '-')")
     if not (repo / "jobspecs" / f"{args.spec}.yaml").is_file():
         raise BatchError(f"--spec: there is no jobspecs/{args.spec}.yaml")
     sid = args.submission_id or f"slurm-{job_id}-{args.spec}"
@@ -172,8 +217,8 @@ def make_plan(argv, env, read=read_allocation):
         conventions.check_id("--id", sid)
     except ValueError as exc:
         raise BatchError(str(exc)) from None
-    for value in args.extra:
-        check_extra(value, redaction)
+    for index, value in enumerate(args.extra, 1):
+        check_extra(value, redaction, index)
     try:
         alloc = read(slurm, job_id)
     except slurm.SlurmError as exc:

@@ -163,7 +163,7 @@ def test_summary_headline_table_and_records():
     assert "| smoke | SUCCEEDED | 2 | 6 → 5.75 | – | – | 22.8 | [smoke-aa11](../../jobs/smoke-aa11/) | – |" in lines
     assert "- **sft**: FAILED / PENDING_TIMEOUT" in lines
     odd = rr.summary_md(report("run-9", [result("a|b", status(state="FAILED", message="<class 'X'>"))]), [])
-    assert "| a\\|b | FAILED |" in odd and "- **a|b**: FAILED: &lt;class 'X'>" in odd
+    assert "| a\\|b | FAILED |" in odd and "- **a\\|b**: FAILED: &lt;class 'X'&gt;" in odd
     assert "No earlier run of this suite." in md
     assert rr.summary_md(report("run-8", results[:1]), []).startswith("# PASS: nightly, 1/1 passed\n")
 

@@ -32,9 +32,12 @@ def test_shipped_suites_load():
     ("entries: []\n", "no entries"),
     ("- spec: smoke\n", "exactly one key"),
     ("entries:\n  - name: a\n", "needs name and spec"),
-    ("entries:\n  - {name: a, spec: smoke, extra: 1}\n", "needs name and spec"),
+    ("entries:\n  - {name: a, spec: smoke, extra: 1}\n", "unknown key 'extra'"),
+    ("entries:\n  - {name: a, spec: smoke, overides: {env: {X: sekrit-value}}}\n", "did you mean 'overrides'?"),
+    ("entries:\n  - {name: a, spec: smoke, overrides: {evn: {X: sekrit-value}}}\n", "did you mean 'env'?"),
     ("entries:\n  - {name: a, spec: smoke}\n  - {name: a, spec: sft}\n", "must be unique"),
-    ("entries:\n  - {name: a/b, spec: smoke}\n", "must be unique"),
+    ("entries:\n  - {name: a/b, spec: smoke}\n", "name must be 1-100 letters"),
+    ("entries:\n  - {name: sekrit-value, spec: smoke}\n  - {name: sekrit-value, spec: sft}\n", "entry 1 has it too"),
     ("entries:\n  - {name: a, spec: smoke, overrides: [1]}\n", "overrides must be a mapping"),
     ("entries: [\n", "invalid YAML"),
     ("entries:\n  - {name: a, spec: smoke, gates: [{metric: loss}]}\n", "entry 1 gates[0]: needs min, max or golden"),
@@ -45,6 +48,7 @@ def test_bad_suites_fail_with_one_line(tmp_path, text, needle):
     with pytest.raises(SuiteError) as err:
         load_suite("s", str(tmp_path))
     assert needle in str(err.value) and "\n" not in str(err.value)
+    assert "sekrit" not in str(err.value)  # a message names keys, never a value (issue 22 §1)
 
 
 def test_missing_suite_lists_the_others(tmp_path):
@@ -103,7 +107,7 @@ def test_ray_job_reads_the_real_values_of_a_suite_entry_itself(tmp_path):
     entry = suite_entry("s", "a", str(tmp_path))
     assert entry["overrides"]["env"]["WANDB_API_KEY"] == "suite-sekrit-1234"
     assert entry["overrides"]["env.HF_TOKEN"] == "hf-sekrit-5678"
-    with pytest.raises(SuiteError, match="suite 's': no entry named 'b'"):
+    with pytest.raises(SuiteError, match=r"suite 's': no entry of that name \(entries: a\)"):
         suite_entry("s", "b", str(tmp_path))
 
 
