@@ -59,9 +59,9 @@ def load_spec_file(path) -> dict:
         with open(path, encoding="utf-8") as handle:
             text = handle.read()
     except OSError as err:
-        raise JobSpecError("spec", f"cannot read the spec file ({err.strerror})", str(path)) from None
+        raise JobSpecError("spec", f"cannot read the spec file {path} ({err.strerror})", ABSENT) from None
     except UnicodeDecodeError:
-        raise JobSpecError("spec", "the spec file is not UTF-8 text", str(path)) from None
+        raise JobSpecError("spec", f"the spec file {path} is not UTF-8 text", ABSENT) from None
     try:
         data = safe_yaml.load_text(text, path)  # aliases, depth, duplicate keys, numbers: see safe_yaml
     except safe_yaml.YamlError as err:  # one line: the file, the line, the problem (never a value)
