@@ -1,0 +1,38 @@
+"""Untrusted input on the lab (issue 22): a job's log is data (one 200 KB line, terminal escapes in a step line),
+and a secret put in a misspelled field is never printed."""
+
+import json
+import os
+
+import pytest
+from conftest import RECORDS, new_id, playbook
+from test_jobs import status
+
+pytestmark = pytest.mark.usefixtures("cluster_up")
+
+SECRET = "wandb-untrusted-0123456789abcdef"
+# One 200 KB line that looks like failure text all along (quadratic once in the diagnosis), then a step line with
+# an OSC 52 clipboard write and a clear-screen in it, then a failure.
+NOISY = ("python -c \"import sys; sys.stdout.write('node ' * 40000 + chr(10)); "
+         "sys.stdout.write('step:1 - train/loss:1.5' + chr(27) + ']52;c;ZXZpbA==' + chr(7) + chr(27) + '[2J' + chr(10)); "
+         "sys.exit(3)\"")
+
+
+def test_a_200kb_log_line_and_terminal_escapes_are_data():
+    sid = new_id("noisy")
+    run = playbook("submit.yml", "-e", "spec=smoke", "-e", f"submission_id={sid}", "-e", "workload=command",
+                   "-e", json.dumps({"entrypoint": NOISY}), "-e", "wait=true")
+    st = status(sid)
+    assert st["final"] and st["state"] == "FAILED" and st["steps"] == 1, st
+    assert "\x1b" not in run.out and "\x07" not in run.out and "]52;" not in run.out, run
+    assert "\x1b" not in json.dumps(st["last_step"]) and "\x1b" not in (st["diagnosis"]["evidence"] or {}).get("line", "")
+    with open(os.path.join(RECORDS, sid, "logs", "driver.log"), encoding="utf-8") as handle:
+        assert len(handle.read()) > 200_000  # the record keeps the log as it was
+
+
+def test_a_secret_in_a_misspelled_field_is_never_printed():
+    sid = new_id("evn")
+    run = playbook("submit.yml", "-e", "spec=smoke", "-e", f"submission_id={sid}",
+                   "-e", json.dumps({"evn": {"WANDB_API_KEY": SECRET}}), "-vvv")
+    assert run.rc != 0 and "unknown field" in run.out and "'evn'" in run.out, run
+    assert SECRET not in run.out and not os.path.exists(os.path.join(RECORDS, sid))
