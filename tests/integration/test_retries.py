@@ -24,6 +24,16 @@ def status(sid):
         return json.load(handle)
 
 
+def driver_node(client, sid):
+    """The node id of sid's driver, or None while Ray does not know the job yet (its record comes first)."""
+    try:
+        return client.get_job_info(sid).driver_node_id
+    except RuntimeError as exc:
+        if "status code 404" in str(exc):
+            return None
+        raise
+
+
 def kill_the_driver_node_after_step(sid, step):
     """Once the job has saved `step`, the node its driver runs on dies: its raylet, the job's workers and the driver
     (a raylet killed alone leaves the driver training on as an orphan, which on a fast machine reached the last
@@ -31,7 +41,7 @@ def kill_the_driver_node_after_step(sid, step):
     ray_cluster.prepare_client_env(TOKEN)
     client = ray_cluster.job_client(DASHBOARD, ray_cluster.read_token(TOKEN))
     # Where the driver runs is known before the step is saved, so the kill follows the save within a second.
-    driver = wait_for(lambda: client.get_job_info(sid).driver_node_id, 300, f"{sid}'s driver node")
+    driver = wait_for(lambda: driver_node(client, sid), 300, f"{sid}'s driver node")
     ip = next(n["node_ip"] for n in nodes() if n["node_id"] == driver)
     host = next(h for h, i in IPS.items() if i == ip)
     wait_for(lambda: tracked_step(sid) >= step, 600, f"{sid} to save global_step_{step}")
