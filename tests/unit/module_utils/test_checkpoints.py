@@ -1,10 +1,10 @@
 """module_utils/checkpoints.py: the newest whole checkpoint, on folders laid out as verl 0.9.1 saves them."""
 
 import os
-import threading
 
 import pytest
 from ansible.module_utils import checkpoints as ck
+from blocking import within
 
 
 def save(root, step, world=2, ranks=None, sub="", kinds=("model", "optim", "extra_state"), track=True):
@@ -81,26 +81,6 @@ def test_a_kind_of_shard_lost_whole_is_noticed_against_the_other_checkpoints(tmp
 
 
 # ---------------------------------------------------------------- the share is data of any shape (issue 22, class 3)
-
-
-def within(seconds, call, fifo):
-    """call() in a thread: the test fails (never hangs) when it is still blocked after `seconds`."""
-    result = {}
-
-    def target():
-        try:
-            result["value"] = call()
-        except BaseException as exc:  # noqa: BLE001 - handed to the test
-            result["error"] = exc
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    if thread.is_alive():
-        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))  # release the blocked reader
-        thread.join(5)
-        pytest.fail(f"the resume hung on a FIFO for {seconds}s")
-    return result
 
 
 def test_a_symlinked_step_outside_the_checkpoint_dir_is_skipped_with_its_reason(tmp_path):

@@ -2,32 +2,10 @@
 class 3): no symlink followed, a FIFO never blocks, regular files only, a cap on what is read, ASCII numbers."""
 
 import os
-import threading
 
 import pytest
 from ansible.module_utils.jobs import files
-
-
-def within(seconds, call, fifo=None):
-    """call() in a thread, failing the test (not hanging it) when it is still blocked after `seconds`; a reader
-    blocked on `fifo` is released by opening it for writing once."""
-    result = {}
-
-    def target():
-        try:
-            result["value"] = call()
-        except BaseException as exc:  # noqa: BLE001 - handed to the test
-            result["error"] = exc
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    if thread.is_alive():
-        if fifo is not None:
-            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
-        thread.join(5)
-        pytest.fail(f"still blocked after {seconds}s")
-    return result
+from blocking import within
 
 
 def test_read_small_reads_a_regular_file_and_none_when_missing(tmp_path):
