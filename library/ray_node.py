@@ -207,6 +207,20 @@ def stop(module, ray_bin, env, remove_sessions):
         module.fail_json(msg=str(exc))
 
 
+def hide_password(module, text):
+    """text with the GCS store's password replaced (Ray's own messages may quote the command line)."""
+    password = module.params["redis_password"]
+    return text.replace(password, "<redacted>") if password else text
+
+
+def clear_store(module, failure, **result):
+    """Delete the cluster's tables from the GCS store (ray_node_ctl.clear_store), or fail in one line saying so."""
+    try:
+        return ctl.clear_store(module.params["env"], module.params["redis_password"])
+    except Exception as exc:  # noqa: BLE001 - any failure of Ray's cleanup is one line
+        module.fail_json(msg=hide_password(module, f"{failure}: {exc}"), **result)
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -262,11 +276,7 @@ def main():
             killed = stop(module, ray_bin, env, remove_sessions=False)
             if os.path.exists(p["state_file"]):
                 os.unlink(p["state_file"])
-            try:
-                cleared = ctl.clear_store(p["env"], p["redis_password"])
-            except Exception as exc:  # noqa: BLE001 - one line; the password is never in Ray's messages
-                module.fail_json(msg=f"Ray stopped, but its tables stay in the GCS store: {exc}".replace(
-                    p["redis_password"] or "\0", "<redacted>"))
+            cleared = clear_store(module, "Ray stopped, but its tables stay in the GCS store")
         module.exit_json(changed=True, action="stop", reason=f"stopping {len(raylets)} raylet(s), {len(drivers)} driver(s)", changes=[], ray_version="",
                          killed_driver_pids=killed or drivers, store_cleared=cleared)
 
@@ -321,11 +331,8 @@ def main():
     if action == "restart":
         result["killed_driver_pids"] = stop(module, ray_bin, env, remove_sessions=state is None)
         # A restarted head starts a new cluster: the old one's tables must not come back from the store.
-        try:
-            result["store_cleared"] = ctl.clear_store(p["env"], p["redis_password"]) if p["role"] == "head" else None
-        except Exception as exc:  # noqa: BLE001 - one line; the password is never in Ray's messages
-            module.fail_json(msg=f"the GCS store could not be cleared for the new head: {exc}".replace(
-                p["redis_password"] or "\0", "<redacted>"), **result)
+        result["store_cleared"] = (clear_store(module, "the GCS store could not be cleared for the new head", **result)
+                                   if p["role"] == "head" else None)
     elif action == "start" and raylets:  # what is left of a head whose GCS server died
         result["killed_driver_pids"] = stop(module, ray_bin, env, remove_sessions=False)
     elif action == "start":
@@ -336,8 +343,7 @@ def main():
     rc, out, err = module.run_command(run_argv, environ_update=env)
     if rc != 0:
         tail = "\n".join((out + err).strip().splitlines()[-15:])
-        tail = tail.replace(p["redis_password"], "<redacted>") if p["redis_password"] else tail
-        module.fail_json(msg=f"ray start failed (rc={rc}): {tail}", **result)
+        module.fail_json(msg=hide_password(module, f"ray start failed (rc={rc}): {tail}"), **result)
     ctl.write_state(p["state_file"], want)
     module.exit_json(changed=True, **result)
 
