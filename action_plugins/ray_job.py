@@ -279,7 +279,8 @@ class ActionModule(ActionBase):
         return {**ray_config, "secret_env_names": list(redaction.secret_names(ray_config.get("secret_env_names"), extra))}
 
     def _show(self, line):
-        display.display(f"{self._host} | {line}")
+        # Every line shown carries job text (steps, stack summaries, messages): no terminal escape gets through.
+        display.display(f"{self._host} | {conventions.printable(str(line), keep_newlines=False)}")
 
     def _follow(self, module, submission_id, output_dir, poll_s):
         args = {"action": "wait", "submission_id": submission_id, "poll_s": poll_s}
