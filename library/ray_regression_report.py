@@ -9,9 +9,9 @@ description:
   - Reads each suite entry's job record (C(<shared_root>/jobs/<run_id>-<entry>/status.json) and its driver log),
     compares the run with the suite's earlier runs, and writes C(<shared_root>/regression/<run_id>/).
   - An entry that could not be submitted (a bad spec, say) is reported as failed with the error it got.
-  - Each entry's per-step metrics come from its record's C(metrics.jsonl) (or, when the job follower wrote
-    none, from verl's console lines in the driver log); an entry's C(gates) are checked against them, and a
-    failed gate fails the entry. A record with metrics but no C(metrics.svg) gets one.
+  - Each entry's per-step metrics come from its record's C(metrics.jsonl), which verl's own file logger wrote (every
+    key it logged, exact values); an entry's C(gates) are checked against them, and a failed gate fails the entry.
+    An entry with metrics links to its run in the cluster's TensorBoard when C(tensorboard_url) is given.
   - Besides report.json, junit.xml and summary.md, the run gets C(trend.svg), the suite's values across runs.
   - A job's text (its message, reason, diagnosis, a gate's metric) is data. summary.md escapes it for Markdown and
     HTML (never a link, an image, HTML or a heading), junit.xml for XML (characters XML 1.0 forbids removed); a state
@@ -40,6 +40,9 @@ options:
     type: list
     elements: dict
     required: true
+  tensorboard_url:
+    description: Where the cluster's TensorBoard serves the shared root's runs (C(ray_config.tensorboard_url)).
+    type: str
   errors:
     description: Entries that could not be submitted, name -> error message.
     type: dict
@@ -104,15 +107,6 @@ from ansible.module_utils.jobs import record as jr
 from ansible.module_utils.jobs.status import JobStatus
 
 
-def metric_rows(record, log, write_plot):
-    """The job's per-step metrics: its metrics.jsonl, else parsed from the driver log (plot written if missing)."""
-    rows = vm.read_jsonl(os.path.join(record, vm.METRICS_FILE)) or vm.parse_log(log)
-    plot = os.path.join(record, vm.PLOT_FILE)
-    if rows and write_plot and os.path.isdir(record) and not os.path.exists(plot):
-        jr.write_text(plot, vm.plot_svg(rows, os.path.basename(record)))
-    return rows
-
-
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -122,6 +116,7 @@ def main():
             shared_root=dict(type="path", required=True),
             entries=dict(type="list", elements="dict", required=True),
             errors=dict(type="dict", default={}),
+            tensorboard_url=dict(type="str"),
         ),
         supports_check_mode=True,
     )
@@ -159,9 +154,10 @@ def main():
                 log = handle.read()
         except OSError:
             log = ""
-        rows = metric_rows(record, log, write_plot=not module.check_mode)
+        rows = vm.read_jsonl(files["metrics"])
         results.append(rr.entry_result(entry["name"], entry["spec"], sid, status.to_dict() if status else None, log, record,
-                                       metric_rows=rows, gates=gates[entry["name"]]))
+                                       metric_rows=rows, gates=gates[entry["name"]],
+                                       tensorboard=conventions.tensorboard_link(p["tensorboard_url"], sid)))
     regression_root = conventions.regression_dir(p["shared_root"])
     previous = rr.load_previous(regression_root, p["suite"], p["run_id"])
     report = rr.build_report(p["run_id"], p["suite"], p["started_at"], jr.now_ms(), results, previous)

@@ -71,6 +71,12 @@ LAYOUT = {"common": "0755", COMMON_CODE: "0755", JOBS: "0755", REGRESSION: "0755
           "user": "1777", USER_CODE: "1777", "datasets": "1777", "hf": "1777", "outputs": "1777"}
 
 
+def tensorboard_link(url, sid):
+    """A job's run in the cluster's TensorBoard at url (ray_config.tensorboard_url), or None without one.
+    roles/ray_tensorboard serves <shared_root>/jobs, so the job's run is <sid>/tensorboard: the filter finds it."""
+    return f"{url.rstrip('/')}/?runFilter={sid}#timeseries" if url else None
+
+
 # Where things live under the shared root.
 def job_dir(shared_root, submission_id):
     """A job's record: <shared_root>/jobs/<submission_id>."""

@@ -46,6 +46,7 @@ class RayConfig:
     secret_env_names: list
     python: str
     head_outage_s: int
+    tensorboard_url: str | None
 
     @classmethod
     def from_dict(cls, data) -> RayConfig:

@@ -198,6 +198,9 @@ RAY_CONFIG_FIELDS = (
           pattern=_COMMAND),
     Field("head_outage_s", "int", ("How long whoever follows a job waits for a head it cannot reach before it fails: "
                                    "the GCS store's reconnect window (0: no store, fail at once)."), default=0),
+    Field("tensorboard_url", "str", ("Where the cluster's TensorBoard serves the shared root's runs "
+                                     "(roles/ray_tensorboard): a job's progress line and the regression summary link "
+                                     "to its run. Null: no link."), pattern=_URL, nullable=True),
 )
 
 NAME_FIELD = Field("name", "str", pattern=conventions.NAME_RULE)

@@ -26,7 +26,12 @@ def _hydra_value(value):
 RENDERED_ENV = {"PYTHONPATH": "code_id, code_path and user_code (and the site's plugins directory)",
                 "RAY_ADDRESS": "the workload (sft joins the cluster it runs in)",
                 "RAY_DEBUG": "debug.breakpoints and debug.post_mortem",
-                "RAY_DEBUG_POST_MORTEM": "debug.post_mortem"}
+                "RAY_DEBUG_POST_MORTEM": "debug.post_mortem",
+                "VERL_FILE_LOGGER_PATH": "output_dir (verl's file logger writes the record's metrics.jsonl)",
+                "TENSORBOARD_DIR": "output_dir (verl's tensorboard logger writes the record's tensorboard/)"}
+# verl's loggers every verl job runs with: the console for people reading driver.log, the file logger for the record's
+# exact metrics (metrics.jsonl), tensorboard for the cluster's TensorBoard (wandb is added when WANDB_API_KEY is set).
+LOGGERS = ("console", "file", "tensorboard")
 
 
 def render_runtime_env(spec, ray_config) -> dict:
@@ -47,6 +52,10 @@ def render_runtime_env(spec, ray_config) -> dict:
     env_vars["RAY_DEBUG"] = "1" if wants_debugger else "0"
     if spec.debug.post_mortem:
         env_vars["RAY_DEBUG_POST_MORTEM"] = "1"
+    if spec.workload in TRAINERS:
+        record = record_paths(spec.output_dir)
+        env_vars["VERL_FILE_LOGGER_PATH"] = record["metrics"]
+        env_vars["TENSORBOARD_DIR"] = record["tensorboard"]
     # The code: the job's (its snapshot or code_path), then the site's platform plugins (common/code/plugins, root's
     # like the snapshots: the code_snapshot role copies code_snapshot_plugins there; a plugin is inert until a job's
     # env names it, e.g. VERL_USE_EXTERNAL_MODULES), then the share's user/code, which its users can write: a
@@ -99,7 +108,7 @@ def _trainer_args(spec, rc, resume_path=None):
 
     resume_path: the checkpoint (a global_step_N folder) the job resumes from, found on the head."""
     env_vars = render_runtime_env(spec, rc)["env_vars"]
-    loggers = ["console"] + (["wandb"] if "WANDB_API_KEY" in env_vars else [])
+    loggers = [*LOGGERS] + (["wandb"] if "WANDB_API_KEY" in env_vars else [])
     head = ["verl.trainer.sft_trainer_ray" if spec.workload == "sft" else "verl.trainer.main_ppo"]
     settings = [(key, value(spec, loggers, resume_path)) for key, workloads, _, value in SETTINGS
                 if spec.workload in workloads]

@@ -16,8 +16,8 @@ import re
 import time
 import xml.etree.ElementTree as ET
 
-from ansible.module_utils import regression_gates, verl_metrics
-from ansible.module_utils.conventions import ID_RULE, job_dir, matches, one_line, regression_dir
+from ansible.module_utils import regression_gates, svg_charts, verl_metrics
+from ansible.module_utils.conventions import ID_RULE, job_dir, matches, one_line, regression_dir, tensorboard_link
 from ansible.module_utils.jobs.record import read_json, write_text
 from ansible.module_utils.jobs.status import MISSING, STATES
 
@@ -40,13 +40,17 @@ INVALID_STATE = "invalid"
 _CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
 _MD_MARKUP = re.compile(r"[\\`*~\[\]|!@]|(?<![^\W_])_|_(?![^\W_])|:(?=//)|(?<=www)\.", re.IGNORECASE)
 _HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+# A TensorBoard link in report.json: http(s)://host[:port]/?runFilter=<id>#timeseries, nothing Markdown could misread.
+_BOARD = re.compile(r"^https?://(?:[A-Za-z0-9.\-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\])(:[0-9]{1,5})?/\?runFilter=[A-Za-z0-9._%\-]{1,300}#timeseries$")
 
 
-def entry_result(entry_name, spec, submission_id, status, log_tail, record_dir, metric_rows=None, gates=None):
+def entry_result(entry_name, spec, submission_id, status, log_tail, record_dir, metric_rows=None, gates=None,
+                 tensorboard=None):
     """One suite entry's result from its job's status.json (None if the job left none).
 
-    metric_rows are the job's per-step metrics (verl_metrics rows); gates the entry's checked gates, evaluated
-    against them: the entry passes when its job succeeded and every gate holds.
+    metric_rows are the job's per-step metrics (verl_metrics.read_jsonl's rows of its metrics.jsonl); gates the
+    entry's checked gates, evaluated against them: the entry passes when its job succeeded and every gate holds.
+    tensorboard: the URL of its run in the cluster's TensorBoard, if there is one.
     """
     get = (status or {}).get
     phases = get("phases") if isinstance(get("phases"), dict) else {}
@@ -60,8 +64,8 @@ def entry_result(entry_name, spec, submission_id, status, log_tail, record_dir, 
         "state": state,
         "passed": state == "SUCCEEDED" and all(g["ok"] for g in gate_results),
         "gates": gate_results,
-        # The record holds metrics.svg whenever the job printed metrics (the job follower or the report writes it).
-        "metrics_plot": bool(rows),
+        # Its curves: the run in the cluster's TensorBoard (verl's tensorboard logger wrote it beside metrics.jsonl).
+        "tensorboard": tensorboard if rows else None,
         "metrics": {label: regression_gates.reduce_values([v for _, v in verl_metrics.series(rows, name)], at)
                     for label, name, at in TREND_METRICS},
         "durations": {key: phases.get(key) for key in ("pending_s", "running_s", "total_s")},
@@ -181,7 +185,7 @@ def summary_md(report, previous):
         "",
         f"Run {_code(report['run_id'])}, started {iso_time(report['started_at'])}, wall time {_duration(report['wall_s'])}.",
         "",
-        "| entry | state | steps | loss first → last | last reward | gates | total s | record | plot |",
+        "| entry | state | steps | loss first → last | last reward | gates | total s | record | curves |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for e in report["entries"]:
@@ -196,7 +200,8 @@ def summary_md(report, previous):
                                  _fmt_seconds(e["durations"].get("total_s")))]
         link = _record_link(e["submission_id"])
         cells.append(f"[{md(e['submission_id'])}]({link})" if link else "–")
-        cells.append(f"[metrics]({link}{verl_metrics.PLOT_FILE})" if link and e.get("metrics_plot") else "–")
+        board = e.get("tensorboard")
+        cells.append(f"[TensorBoard]({board})" if link and _board_link(board, e["submission_id"]) else "–")
         lines.append("| " + " | ".join(cells) + " |")
     gate_lines = [f"- {'✓' if g['ok'] else '✗'} **{md(e['name'])}** {md(g['message'])}"
                   for e in report["entries"] for g in e.get("gates") or []]
@@ -255,7 +260,7 @@ def trend_svg(report, previous):
                     points.append((i, value))
             charts.append((f"{entry['name']}: {label}", points))
     title = f"{report['suite']}: the last {len(runs)} runs (x: run, oldest 1 → this run {len(runs)})"
-    return verl_metrics.svg_charts(title, charts, x_label="run")
+    return svg_charts.svg_charts(title, charts, x_label="run")
 
 
 def write_report(run_dir, report, previous):
@@ -298,6 +303,12 @@ def _failure_text(entry):
     if found.get("kind") and found["kind"] != "unknown":
         text += f" [diagnosis: {found['kind']}: {found.get('hint', '')}]"
     return text
+
+
+def _board_link(url, sid):
+    """Whether url is the TensorBoard link of job sid as conventions.tensorboard_link makes it (report.json is data)."""
+    return (isinstance(url, str) and bool(_BOARD.match(url))
+            and url == tensorboard_link(url.split("/?", 1)[0], sid))
 
 
 def _record_link(sid):

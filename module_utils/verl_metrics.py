@@ -1,15 +1,18 @@
-"""verl's per-step metrics, read from its console logger, as metrics.jsonl and an SVG plot in a job's record.
+"""verl's per-step metrics: read from its own file logger, and (for a job that is not verl) from its console.
 
-verl's console logger prints one line per step, `step:N - key:value - key:value ...` (SFT prints the last step's
-`val/loss` on a line of its own). parse_log turns a driver log into one row per step: every numeric value verl
-printed (`metrics`), plus the few that people compare across workloads under one name each (SUMMARY_KEYS): SFT's
-train/loss and PPO's actor/pg_loss are both `loss`, and so on. The rows go to the record as metrics.jsonl and as
-metrics.svg, small line charts drawn here with plain strings (no plotting library on the nodes).
+A verl job (workload sft, ppo or grpo) runs with verl's `file` logger writing the record's metrics.jsonl
+(VERL_FILE_LOGGER_PATH, set by jobspec_render): one JSON object a step, {"step": N, "data": {key: value}}, every
+key verl logged with its exact value. read_jsonl turns that file into one row a step: the values (`metrics`) plus the
+few that people compare across workloads under one name each (SUMMARY_KEYS): SFT's train/loss and PPO's
+actor/pg_loss are both `loss`, and so on. The regression report, its gates and trend, and a job's progress
+(module_utils/jobs/progress.py) read these rows.
 
-A job's log is untrusted text: every pattern here runs in time linear in the line (no nested or unbounded
-repetition that can backtrack), and a line longer than LINE_CAP is looked at only in its first LINE_CAP characters
-(a step line is a few KB at most). fold() parses a log a piece at a time (each poll only the lines the log
-gained: see module_utils/jobs/evidence.py refresh_log), keeping what the record needs in a small state.
+The console parse stays for one case: a job that is not verl (workload command, a site's own script) printing
+`step:N - key:value` lines, whose progress a follower and the hang detector still see (fold). A verl job's console
+lines are for people reading driver.log.
+
+A job's files are untrusted data: a line of the file logger is looked at only up to LINE_CAP bytes, keys are short
+printable names and values finite numbers; every console pattern runs in time linear in the line.
 
 Imported by modules as ansible.module_utils.verl_metrics: standard library and conventions only.
 """
@@ -17,12 +20,17 @@ Imported by modules as ansible.module_utils.verl_metrics: standard library and c
 import json
 import math
 import re
-from xml.sax.saxutils import escape
 
 from ansible.module_utils.conventions import one_line, printable
+from ansible.module_utils.jobs import files
 
+# The record's file verl's file logger writes (record.paths()["metrics"]).
 METRICS_FILE = "metrics.jsonl"
-PLOT_FILE = "metrics.svg"
+# A line of verl's file logger longer than this is skipped (a step of a big PPO config is a few KB); a key longer
+# than KEY_CAP or not printable is left out, and a row keeps at most KEYS_CAP keys.
+JSONL_LINE_CAP = 1 << 20
+KEY_CAP = 200
+KEYS_CAP = 4096
 
 # Name in metrics.jsonl -> verl's keys for it, first found wins (SFT, then PPO/GRPO names).
 SUMMARY_KEYS = {
@@ -37,8 +45,6 @@ SUMMARY_KEYS = {
     "throughput": ("perf/throughput", "train/global_tokens"),
     "val_loss": ("val/loss",),
 }
-# Charted in this order when present; each gets a panel.
-PLOT_SERIES = ("loss", "reward", "kl", "entropy", "grad_norm", "critic_loss", "response_length", "step_time_s")
 
 # The line's own step, after whatever precedes it on the line (Ray's "(TaskRunner pid=1) ", a progress bar's
 # "...1.36s/it]" without a newline), but never the end of a key like training/global_step:3.
@@ -107,15 +113,6 @@ def rows_of(steps):
             for step, values in sorted(steps.items())]
 
 
-def parse_log(text):
-    """One row per step, in step order: {"step": N, <summary names>..., "metrics": {verl key: value}}.
-
-    A step printed twice (SFT's validation line, a resumed run's replay) merges into one row; a restarted
-    trainer's repeated steps take the newest values.
-    """
-    return fold(new_state(), text)
-
-
 def shown_step_line(line, width=200):
     """A step line as a progress line shows it: control characters, escapes and Ray's prefix removed, shortened."""
     line = _RAY_PREFIX.sub("", printable(line[:LINE_CAP], keep_newlines=False))
@@ -148,15 +145,6 @@ def fold(state, text, width=200):
     return rows_of(steps)
 
 
-def merge_rows(old, new):
-    """Rows of metrics.jsonl so far merged with the rows a log's new lines gave (the newer values win)."""
-    steps = {}
-    for row in [*old, *new]:
-        metrics = row.get("metrics") if isinstance(row.get("metrics"), dict) else {}
-        steps.setdefault(row["step"], {}).update(metrics)
-    return rows_of(steps)
-
-
 def last_step_line(text, width=200):
     """The newest console-logger step line of a log (Ray's prefix and colours removed), shortened, or None."""
     for line in reversed((text or "").splitlines()):
@@ -165,39 +153,58 @@ def last_step_line(text, width=200):
     return None
 
 
-def step_losses(text):
-    """[(step, loss)] in the log's order: SFT's train/loss or PPO/GRPO's actor/pg_loss (SUMMARY_KEYS' loss).
+def file_row(line):
+    """(step, {key: value}) of one line verl's file logger wrote ({"step": N, "data": {...}}), or None.
 
-    Log order, not step order: the record's last step is the last one the trainer printed."""
-    found = []
-    for line in (text or "").splitlines():
-        parsed = parse_line(line)
-        if parsed:
-            loss = summarize(parsed[1]).get("loss")
-            if loss is not None:
-                found.append((parsed[0], loss))
-    return found
-
-
-def jsonl(rows):
-    return "".join(json.dumps(row, sort_keys=True) + "\n" for row in rows)
-
-
-def read_jsonl(path):
-    """Rows of a metrics.jsonl; [] when missing; unreadable lines skipped."""
-    rows = []
+    Our own rows ({"step": N, "metrics": {...}}, the metrics.jsonl of records from before verl's logger was used) are
+    read too. Only finite numbers under short printable keys are kept."""
+    if len(line) > JSONL_LINE_CAP:
+        return None
     try:
-        with open(path, encoding="utf-8") as handle:
-            for line in handle:
-                try:
-                    row = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(row, dict) and isinstance(row.get("step"), int):
-                    rows.append(row)
-    except OSError:
+        row = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(row, dict):
+        return None
+    step, data = row.get("step"), row.get("data", row.get("metrics"))
+    if type(step) is not int or step < 0 or not isinstance(data, dict):
+        return None
+    values = {}
+    for key, value in data.items():
+        if len(values) >= KEYS_CAP:
+            break
+        if (isinstance(key, str) and 0 < len(key) <= KEY_CAP and key.isprintable()
+                and isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)):
+            values[key] = float(value) if isinstance(value, float) else value
+    return step, values
+
+
+def fold_rows(steps, lines):
+    """Fold file-logger lines into {step: {key: value}} (a step logged twice, as SFT logs its validation, merges; a
+    restarted trainer's repeated step takes the newest values). Returns the number of lines that were no row."""
+    bad = 0
+    for line in lines:
+        if not line.strip():
+            continue
+        parsed = file_row(line)
+        if parsed is None:
+            bad += 1
+            continue
+        steps.setdefault(parsed[0], {}).update(parsed[1])
+    return bad
+
+
+def read_jsonl(path, limit=1 << 28):
+    """The rows (rows_of's form) of a record's metrics.jsonl; [] when it is missing or cannot be read. The file is
+    read as the share's data (never through a symlink, at most limit bytes) and line by line."""
+    try:
+        data = files.read_from(path, 0, limit)
+    except (OSError, files.RecordError):
         return []
-    return rows
+    steps = {}
+    if data is not None:
+        fold_rows(steps, data[0].decode("utf-8", errors="replace").splitlines())
+    return rows_of(steps)
 
 
 def series(rows, name):
@@ -208,74 +215,3 @@ def series(rows, name):
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             out.append((row["step"], float(value)))
     return out
-
-
-# --- SVG ---
-
-PANEL_W, PANEL_H, PAD_L, PAD_R, PAD_T, PAD_B = 320, 170, 56, 12, 26, 28
-COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
-
-
-def _fmt(value):
-    if value == 0:
-        return "0"
-    if abs(value) >= 1000 or abs(value) < 0.01:
-        return f"{value:.2e}"
-    return f"{value:.3g}"
-
-
-def _panel(x0, y0, title, points, colour, x_label):
-    """One chart: a framed plot area, min/max labels on both axes, the line and its points."""
-    xs, ys = [p[0] for p in points], [p[1] for p in points]
-    x_lo, x_hi = min(xs), max(xs)
-    y_lo, y_hi = min(ys), max(ys)
-    if x_hi == x_lo:
-        x_lo, x_hi = x_lo - 1, x_hi + 1
-    if y_hi == y_lo:
-        pad = abs(y_lo) * 0.1 or 1.0
-        y_lo, y_hi = y_lo - pad, y_hi + pad
-    left, top = x0 + PAD_L, y0 + PAD_T
-    width, height = PANEL_W - PAD_L - PAD_R, PANEL_H - PAD_T - PAD_B
-
-    def at(x, y):
-        return (left + (x - x_lo) / (x_hi - x_lo) * width, top + (y_hi - y) / (y_hi - y_lo) * height)
-
-    coords = [at(x, y) for x, y in points]
-    path = " ".join(f"{x:.1f},{y:.1f}" for x, y in coords)
-    parts = [
-        f'<text x="{left}" y="{y0 + 16}" font-size="12" font-weight="bold">{escape(title)}</text>',
-        f'<rect x="{left}" y="{top}" width="{width}" height="{height}" fill="none" stroke="#999"/>',
-        f'<text x="{left - 4}" y="{top + 9}" font-size="10" text-anchor="end">{_fmt(y_hi)}</text>',
-        f'<text x="{left - 4}" y="{top + height}" font-size="10" text-anchor="end">{_fmt(y_lo)}</text>',
-        f'<text x="{left}" y="{top + height + 13}" font-size="10">{_fmt(x_lo)}</text>',
-        f'<text x="{left + width}" y="{top + height + 13}" font-size="10" text-anchor="end">{_fmt(x_hi)}</text>',
-        (f'<text x="{left + width / 2}" y="{top + height + 13}" font-size="10" text-anchor="middle">'
-         f'{escape(x_label)}</text>'),
-    ]
-    if len(coords) > 1:
-        parts.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"/>')
-    parts += [f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{colour}"/>' for x, y in coords]
-    return parts
-
-
-def svg_charts(title, charts, x_label="step", columns=2):
-    """An SVG of small line charts, `charts` = [(name, [(x, y), ...])]; charts without points are left out."""
-    charts = [(name, points) for name, points in charts if points]
-    rows = max(1, math.ceil(len(charts) / columns))
-    width, height = PANEL_W * columns, PANEL_H * rows + 30
-    parts = [(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-              f'viewBox="0 0 {width} {height}" font-family="sans-serif">'),
-             f'<rect width="{width}" height="{height}" fill="white"/>',
-             f'<text x="8" y="20" font-size="14" font-weight="bold">{escape(title)}</text>']
-    if not charts:
-        parts.append('<text x="8" y="50" font-size="12">no values yet</text>')
-    for i, (name, points) in enumerate(charts):
-        x0, y0 = (i % columns) * PANEL_W, 30 + (i // columns) * PANEL_H
-        parts += _panel(x0, y0, name, points, COLOURS[i % len(COLOURS)], x_label)
-    parts.append("</svg>")
-    return "\n".join(parts) + "\n"
-
-
-def plot_svg(rows, title):
-    """The per-job plot: a panel per PLOT_SERIES name that has values."""
-    return svg_charts(title, [(name, series(rows, name)) for name in PLOT_SERIES])

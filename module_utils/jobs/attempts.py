@@ -70,7 +70,7 @@ def attempt_action(module, job):
 
     Returns `newest`, the last linked attempt: when it is another job, the caller follows that one instead
     (a re-run of a retried job must not start one more attempt)."""
-    status, _ = refresh(module, job)
+    status, _, _ = refresh(module, job)
     root, linked = chain(job.config, job.sid)
     plan = {"root": root, "newest": linked[-1], "attempts_made": len(linked) - 1}
     if linked[-1] != job.sid:

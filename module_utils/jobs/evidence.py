@@ -15,9 +15,10 @@ from ansible.module_utils import conventions, diagnosis
 from ansible.module_utils import ray_cluster as rc
 from ansible.module_utils import verl_metrics as vm
 from ansible.module_utils.jobs import client as jc
-from ansible.module_utils.jobs import hang
+from ansible.module_utils.jobs import hang, progress
 from ansible.module_utils.jobs.record import LockTimeout, json_text, now_ms, read_json, record_lock
 from ansible.module_utils.jobs.status import Merge, final_state
+from ansible.module_utils.jobspec_fields import TRAINERS
 
 # How long a failed job with no known signature waits for its driver's node to be declared DEAD.
 NODE_DEATH_WAIT_S = 30
@@ -33,12 +34,13 @@ KEPT_CAP = 1 << 28
 
 class LogText(str):
     """The driver log's text with control characters and escapes removed (conventions.printable: do=logs shows its
-    tail), carrying `parsed`, verl_metrics.fold's state of the whole log, and `size`, the length Ray's text had."""
+    tail), carrying `parsed`, verl_metrics.fold's state of the whole log (its console step lines), `size`, the length
+    Ray's text had, and `metrics`, progress.refresh's state of the record's metrics.jsonl (None: there is none)."""
 
 
-def _log_text(text, parsed, size=None):
+def _log_text(text, parsed, size=None, metrics=None):
     out = LogText(conventions.printable(text))
-    out.parsed, out.size = parsed, len(text) if size is None else size
+    out.parsed, out.size, out.metrics = parsed, len(text) if size is None else size, metrics
     return out
 
 
@@ -105,7 +107,10 @@ def refresh_log(job, final=False):
     last N lines. So the text is fetched whole, but only what it gained since the last look is written and parsed:
     the sidecar (PARSED_FILE, beside driver.log) keeps how much of Ray's text the record holds, a digest of its head
     (so another text is taken whole again), driver.log's size, and the parse so far (verl_metrics.fold's state).
-    Only whole lines are taken while the job runs (a secret is never redacted in halves); final takes the rest."""
+    Only whole lines are taken while the job runs (a secret is never redacted in halves); final takes the rest.
+    verl's own metrics (the record's metrics.jsonl) are read alongside, their new lines only (module_utils/jobs/
+    progress.py)."""
+    metrics = progress.refresh(job, final)
     try:
         text = job.client.logs(job.sid)
     except Exception:  # noqa: BLE001 - logs are best effort while a job starts
@@ -116,14 +121,14 @@ def refresh_log(job, final=False):
         if state is None:
             state = {"parsed": vm.new_state()}
             vm.fold(state["parsed"], kept)
-        return _log_text(kept, state["parsed"])
+        return _log_text(kept, state["parsed"], metrics=metrics)
     try:
         with record_lock(job.rec["dir"], timeout_s=LOCK_WAIT_S, name=LOCK_FILE):
             parsed = _take(job, text, final)
     except LockTimeout:  # another run holds the log for long: this look parses it and writes nothing
         parsed = vm.new_state()
         vm.fold(parsed, text)
-    return _log_text(text, parsed)
+    return _log_text(text, parsed, metrics=metrics)
 
 
 def _take(job, text, final):
@@ -137,30 +142,18 @@ def _take(job, text, final):
     if whole:
         state = {"offset": 0, "log_bytes": 0, "parsed": vm.new_state()}
     new = text[state["offset"]:end]
-    rows = vm.fold(state["parsed"], new)
+    vm.fold(state["parsed"], new)
     size = None if whole else _append(job, job.rec["driver_log"], job.redact(new), state["log_bytes"])
     if size is None:  # the first look, another text, or a driver.log that is not what the sidecar says
         if not whole:
             state["parsed"] = vm.new_state()
-            rows = vm.fold(state["parsed"], text[:end])
+            vm.fold(state["parsed"], text[:end])
         job.record.write_text(job.rec["driver_log"], job.redact(text[:end]))
         size, whole = os.path.getsize(job.rec["driver_log"]), True
-    write_metrics(job, rows, merge=not whole)
     head = min(end, HEAD_CHARS)
     state.update(offset=end, log_bytes=size, head_chars=head, head=_digest(text[:head]))
     job.record.write_text(_parsed_path(job), json_text(state))
     return state["parsed"]
-
-
-def write_metrics(job, rows, merge=False):
-    """verl's per-step metrics so far: metrics.jsonl and metrics.svg in the record. rows: verl_metrics.parse_log's
-    (or fold's); merge: they are a log's new lines, added to the rows metrics.jsonl has."""
-    path = os.path.join(job.rec["dir"], vm.METRICS_FILE)
-    if merge and rows:
-        rows = vm.merge_rows(vm.read_jsonl(path), rows)
-    if rows:
-        job.record.write_text(path, job.redact(vm.jsonl(rows)))
-        job.record.write_text(os.path.join(job.rec["dir"], vm.PLOT_FILE), job.redact(vm.plot_svg(rows, job.sid)))
 
 
 def snapshot(job, when):
@@ -197,8 +190,7 @@ def finalize(job, info, status):
     summary = jc.summary(info)
     note_outage(status, summary["start_time"], job.client.head_started_ms(nodes), None, "finalize")
     driver = next((n for n in nodes if n["node_id"] == summary["driver_node_id"]), None)
-    # SFT prints train/loss; PPO/GRPO print actor/pg_loss, which verl_metrics names loss too.
-    parsed = log.parsed
+    spec = read_json(job.rec["job_spec"])
     status.ray_status = summary["status"]
     status.final = True
     status.message = job.redact(summary["message"] or "")
@@ -208,17 +200,14 @@ def finalize(job, info, status):
     status.driver_node_ip = driver["node_ip"] if driver else None
     status.driver_on_worker = (not driver["is_head_node"]) if driver else None
     status.start_time, status.end_time = summary["start_time"], summary["end_time"]
-    status.last_step = job.redact(parsed["last_line"])
-    status.steps = parsed["last_loss"][0] if parsed["last_loss"] else None
-    status.first_loss = parsed["first_loss"][1] if parsed["first_loss"] else None
-    status.last_loss = parsed["last_loss"][1] if parsed["last_loss"] else None
+    took_steps(job, status, log, spec)
     status.preflight = job.record.preflight(job.redact) or status.preflight  # known fields, bounded, redacted
     status.phases = phases(status.submitted_at, summary["start_time"], summary["end_time"],
                            (status.phases or {}).get("submit_s"))
     evidence = None  # a failure's logs and cluster state, gathered once
     while True:
         state = status.state = final_state(summary["status"], status.reason)
-        status.ended_short = ended_short(state, status.steps, read_json(job.rec["job_spec"]))
+        status.ended_short = ended_short(state, status.steps, spec)
         files = {}
         if state != "SUCCEEDED":
             if evidence is None:
@@ -237,6 +226,30 @@ def finalize(job, info, status):
                          f"message: {summary['message']}\n")}
         if job.save_status(status, files) is not Merge.REASON_GIVEN:
             return status
+
+
+def took_steps(job, status, log, spec):
+    """The record's steps and losses: a verl job's from its metrics.jsonl (exact; none when verl's file logger wrote
+    none, and metrics_note says so), a job that is not verl's from its console step lines (SFT's train/loss and
+    PPO/GRPO's actor/pg_loss are both `loss`: verl_metrics.SUMMARY_KEYS)."""
+    metrics, parsed = getattr(log, "metrics", None), log.parsed
+    source = (metrics or progress.new_state()) if status.workload in TRAINERS else parsed
+    status.last_step = job.redact(conventions.one_line(step_text(log, spec), 300)) if step_text(log, spec) else None
+    status.steps = source["last_loss"][0] if source["last_loss"] else None
+    status.first_loss = source["first_loss"][1] if source["first_loss"] else None
+    status.last_loss = source["last_loss"][1] if source["last_loss"] else None
+    status.metrics_note = progress.note(metrics, status.workload, parsed["last_step"])
+
+
+def step_text(log, spec):
+    """The newest step as a person reads it (progress.readable, from verl's metrics), else the console's step line."""
+    metrics = getattr(log, "metrics", None)
+    total = spec.get("total_training_steps") if isinstance(spec, dict) else None
+    shown = progress.readable(metrics, total) if metrics is not None else None
+    if shown is None:
+        parsed = getattr(log, "parsed", None)
+        shown = parsed["last_line"] if parsed is not None else vm.last_step_line(log or "")
+    return shown
 
 
 def note_outage(status, job_started_ms, head_started_ms, last_seen_ms, seen_by):
@@ -346,12 +359,14 @@ def progress_line(job, info, status, log_text):
     summary = jc.summary(info)
     since = summary["start_time"] if summary["status"] != "PENDING" else status.submitted_at
     elapsed = f" for {int((now_ms() - since) / 1000)}s" if since else ""
-    parsed = getattr(log_text, "parsed", None)
-    step = parsed["last_line"] if parsed is not None else vm.last_step_line(log_text or "")
+    step = step_text(log_text, read_json(job.rec["job_spec"]))
     idle = hang.idle_note(status, now_ms()) if summary["status"] == "RUNNING" else ""
+    board = conventions.tensorboard_link(job.config.tensorboard_url, job.sid) if getattr(log_text, "metrics", None) \
+        else None
     # The step line is already printable (verl_metrics.shown_step_line); the whole line goes through one_line, so
     # nothing from the job or the record reaches the operator's terminal as a control character.
-    line = f"{job.sid}: {summary['status']}{elapsed}" + (f"; {step}" if step else "") + idle
+    line = (f"{job.sid}: {summary['status']}{elapsed}" + (f"; {step}" if step else "") + idle
+            + (f"; {board}" if board else ""))
     return conventions.one_line(job.redact(line))
 
 

@@ -73,13 +73,9 @@ def _open_parent(path, base):
     return fd, leaf
 
 
-def read_small(path, limit=READ_CAP, tail=False, base=None):
-    """The bytes of the regular file at path, or None when there is no such file.
-
-    The file's name is never followed when it is a symlink (O_NOFOLLOW), a FIFO never blocks (O_NONBLOCK, then fstat:
-    regular files only), and at most `limit` bytes are read: a larger file raises UnsafeFile, or, with tail=True,
-    gives its last `limit` bytes (a log's tail). base: the record's directory, when path lies inside it (no directory
-    below it is reached through a symlink). UnsafeFile names the file and why; other OSErrors (EACCES, EIO) pass."""
+def _open_regular(path, base):
+    """(fd, fstat) of the regular file at path, or None when there is no such file: never through a symlink, a FIFO
+    never blocks (read_small says how)."""
     try:
         dir_fd, leaf = _open_parent(path, base)
     except FileNotFoundError:
@@ -100,23 +96,64 @@ def read_small(path, limit=READ_CAP, tail=False, base=None):
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
         if not stat.S_ISREG(info.st_mode):
             raise UnsafeFile(f"{path}: is {kind(info.st_mode)}, not a regular file")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, info
+
+
+def _read_upto(fd, limit):
+    """At most limit + 1 bytes from fd's position: one byte past the cap tells a file that grew meanwhile."""
+    chunks, size = [], 0
+    while size <= limit:
+        chunk = os.read(fd, min(limit + 1 - size, 1 << 16))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def read_small(path, limit=READ_CAP, tail=False, base=None):
+    """The bytes of the regular file at path, or None when there is no such file.
+
+    The file's name is never followed when it is a symlink (O_NOFOLLOW), a FIFO never blocks (O_NONBLOCK, then fstat:
+    regular files only), and at most `limit` bytes are read: a larger file raises UnsafeFile, or, with tail=True,
+    gives its last `limit` bytes (a log's tail). base: the record's directory, when path lies inside it (no directory
+    below it is reached through a symlink). UnsafeFile names the file and why; other OSErrors (EACCES, EIO) pass."""
+    opened = _open_regular(path, base)
+    if opened is None:
+        return None
+    fd, info = opened
+    try:
         if info.st_size > limit:
             if not tail:
                 raise UnsafeFile(f"{path}: is larger than {limit} bytes")
             os.lseek(fd, info.st_size - limit, os.SEEK_SET)
-        chunks, size = [], 0
-        while size <= limit:  # one byte past the cap tells a file that grew meanwhile
-            chunk = os.read(fd, min(limit + 1 - size, 1 << 16))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        data = b"".join(chunks)
+        data = _read_upto(fd, limit)
         if len(data) > limit:
             if not tail:
                 raise UnsafeFile(f"{path}: is larger than {limit} bytes")
             data = data[-limit:]
         return data
+    finally:
+        os.close(fd)
+
+
+def read_from(path, offset, limit=READ_CAP, base=None):
+    """(bytes from offset, at most limit of them; the file's size; its mtime in ms) of the regular file at path, read
+    as read_small reads (never through a symlink, never blocking), or None when there is no such file. A file that
+    got shorter than offset gives b"" and its size: the caller sees it was replaced."""
+    opened = _open_regular(path, base)
+    if opened is None:
+        return None
+    fd, info = opened
+    try:
+        data = b""
+        if 0 <= offset < info.st_size:
+            os.lseek(fd, offset, os.SEEK_SET)
+            data = _read_upto(fd, limit)[:limit]
+        return data, info.st_size, info.st_mtime_ns // 1_000_000
     finally:
         os.close(fd)
 

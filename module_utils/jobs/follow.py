@@ -143,7 +143,8 @@ def stop(module, job):
 
 
 def refresh(module, job):
-    """action=status/logs: bring the record up to date with Ray (finalising it when the job ended)."""
+    """action=status/logs: bring the record up to date with Ray (finalising it when the job ended). Returns the status,
+    the driver log (evidence.refresh_log's, "" when not looked at) and Ray's JobInfo (None: Ray does not know it)."""
     status, info = job.status(), job.info()
     log = ""
     if info is None and not status.final and not status.rebuilt and not module.check_mode:
@@ -156,12 +157,16 @@ def refresh(module, job):
                 status.state = jc.summary(info)["status"]
                 job.save_status(status)
         log = evidence.refresh_log(job)
-    return status, log
+    return status, log, info
 
 
 def status_action(module, job):
-    status, _ = refresh(module, job)
-    return job.result(status, evidence.final_line(job, status) if status.final else f"{job.sid}: {status.state}")
+    status, log, info = refresh(module, job)
+    if status.final:
+        return job.result(status, evidence.final_line(job, status))
+    if log and info is not None:  # a job Ray runs: the line a follower prints (step N of M, loss, ...)
+        return job.result(status, evidence.progress_line(job, info, status, log))
+    return job.result(status, f"{job.sid}: {status.state}")
 
 
 def logs_action(module, job):
@@ -169,7 +174,7 @@ def logs_action(module, job):
     logs/driver.log is checked as a small regular file (files.read_small): a symlink or a FIFO there is named and
     nothing is shown (what was read meanwhile may have come through it); else the text refresh took (Ray's), or the
     record's own when there is none (check mode, or Ray has no log)."""
-    status, log = refresh(module, job)
+    status, log, _ = refresh(module, job)
     try:
         kept = files.read_text(job.rec["driver_log"], LOG_TAIL_BYTES, tail=True, base=job.rec["dir"])
     except (OSError, RecordError) as exc:

@@ -21,10 +21,14 @@ IDLE_SHOWN_S = 60
 
 
 def last_step(log):
-    """The newest verl step in the log (the last step line's number), or None.
+    """The newest verl step: what verl's metrics.jsonl says (a log from evidence.refresh_log carries it as `metrics`),
+    else the last console step line's number, or None.
 
     A log from evidence.refresh_log carries its parse so far (`parsed`, verl_metrics.fold's state): nothing is
     searched again; a plain text is parsed once."""
+    metrics = getattr(log, "metrics", None)
+    if metrics is not None and metrics.get("last_step") is not None:
+        return metrics["last_step"]
     parsed = getattr(log, "parsed", None)
     if parsed is None:
         parsed = vm.new_state()

@@ -15,7 +15,7 @@ import os
 import stat
 import time
 
-from ansible.module_utils import conventions
+from ansible.module_utils import conventions, verl_metrics
 from ansible.module_utils.jobs import files
 from ansible.module_utils.jobs.files import UnsafeFile, read_small
 from ansible.module_utils.jobs.status import JobStatus, Merge, RecordError
@@ -48,6 +48,11 @@ def paths(output_dir):
         "submit_out": join(output_dir, "logs", "ray_job_submit.out"),
         "driver_log": join(output_dir, "logs", "driver.log"),
         "checkpoints": join(output_dir, "checkpoints"),
+        # verl's own loggers write these (jobspec_render sets VERL_FILE_LOGGER_PATH and TENSORBOARD_DIR to them);
+        # logs/metrics.state.json is how much of metrics.jsonl a follower has read (module_utils/jobs/progress.py).
+        "metrics": join(output_dir, verl_metrics.METRICS_FILE),
+        "tensorboard": join(output_dir, "tensorboard"),
+        "metrics_state": join(output_dir, "logs", "metrics.state.json"),
         "status_pre": join(output_dir, "debug", "ray_status_pre.txt"),
         "status_post": join(output_dir, "debug", "ray_status_post.txt"),
         "job_list_post": join(output_dir, "debug", "ray_job_list_post.txt"),

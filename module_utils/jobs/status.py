@@ -97,12 +97,15 @@ FIELDS = (
     F("driver_on_worker", "bool", "The driver ran on a worker, not the head."),
     F("start_time", "int", "When Ray started the job (ms)."),
     F("end_time", "int", "When it ended (ms)."),
-    F("last_step", "str", "verl's last step line."),
+    F("last_step", "str", ("The newest step as a person reads it: step N of M, loss, reward, pace and time left, from "
+                           "verl's metrics.jsonl (a job that is not verl: its last console step line).")),
     F("steps", "int", "The last step with a loss."),
     F("first_loss", "number", "The first step's loss."),
     F("last_loss", "number", "The last step's loss."),
     F("ended_short", "str", ("Why a job that SUCCEEDED may not be done: it stopped before the step its spec asked for "
                              "(total_training_steps).")),
+    F("metrics_note", "str", ("Why verl's metrics (metrics.jsonl, its file logger's) are missing or cut short; null "
+                              "when whole, or for a job that is not verl.")),
     F("preflight", "object", "What the job's preflight found (its known fields of preflight.json, redacted).", fields=(
         F("code_path", "str", "The code path the job asked for."), F("verl_file", "str", "The verl it imported."),
         F("verl_version", "str", "Its version."), F("code_id", "str", "The snapshot's id (its marker)."),
@@ -213,6 +216,7 @@ class JobStatus:
     first_loss: float | None = None
     last_loss: float | None = None
     ended_short: str | None = None
+    metrics_note: str | None = None
     preflight: dict | None = None
     diagnosis: dict | None = None
     last_state: str | None = None

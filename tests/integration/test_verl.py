@@ -49,6 +49,14 @@ def test_sft_trains_on_the_lab_and_resumes_from_its_checkpoint():
     checkpoints = os.path.join(RECORDS, first, "checkpoints")
     assert os.path.isdir(os.path.join(checkpoints, "global_step_2", "huggingface"))
     assert "step:2" in driver_log(first) and "Saving checkpoint to: /private/jobs/" in driver_log(first)
+    # verl's own loggers wrote into the record: its file logger metrics.jsonl (the exact loss the record keeps, and
+    # the validation loss on a line of its own), its tensorboard logger an event file.
+    with open(os.path.join(RECORDS, first, "metrics.jsonl"), encoding="utf-8") as handle:
+        rows = [json.loads(line) for line in handle]
+    assert [r["step"] for r in rows if "train/loss" in r["data"]] == [1, 2], rows
+    assert rows[0]["data"]["train/loss"] == st["first_loss"] and any("val/loss" in r["data"] for r in rows), rows
+    assert any(n.startswith("events.out.tfevents.") for n in os.listdir(os.path.join(RECORDS, first, "tensorboard")))
+    assert st["last_step"].startswith("step 2 of 2, loss ") and st["metrics_note"] is None, st
     print(f"SFT {first}: {st['phases']}, loss {st['first_loss']} -> {st['last_loss']}")
 
     resumed = new_id("sft-resume")

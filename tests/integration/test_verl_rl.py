@@ -2,8 +2,8 @@
 
 The `lab` regression suite runs smoke, sft, grpo and ppo through submit's path (the ray_job action) with their
 gates; the specs run unchanged, sized by the lab's jobspec_defaults. Then GRPO resumes from the suite's
-checkpoint through submit.yml. Each verl job leaves checkpoints, metrics.jsonl and metrics.svg in its record,
-and the run a report with gates and a trend plot.
+checkpoint through submit.yml. Each verl job leaves checkpoints, verl's own metrics.jsonl (its file logger) and
+TensorBoard event files in its record, and the run a report with gates, TensorBoard links and a trend plot.
 """
 
 import json
@@ -13,7 +13,9 @@ import uuid
 import xml.etree.ElementTree as ET
 
 import pytest
-from conftest import IPS, RECORDS, ROOT, WORKER1, WORKER2, playbook, ssh
+from conftest import HEAD, IPS, RECORDS, ROOT, WORKER1, WORKER2, playbook, ssh
+
+from ansible.module_utils import verl_metrics as vm  # isort: skip  (the tests' shim: tests/conftest.py)
 
 REPORTS = os.path.join(ROOT, ".lab", "private", "regression")
 RUNNER = [os.path.join(ROOT, ".venv", "bin", "python"), os.path.join(ROOT, "scripts", "regression.py")]
@@ -38,7 +40,28 @@ def status(sid):
 
 
 def metrics(sid):
+    """verl's file logger's lines: {"step": N, "data": {key: value}}."""
     return [json.loads(line) for line in read(record(sid, "metrics.jsonl")).splitlines()]
+
+
+def console_values(sid):
+    """{step: {key: value}} of the driver log's console step lines, as verl printed them (no rounding asked)."""
+    steps = {}
+    for line in read(record(sid, "logs", "driver.log")).splitlines():
+        parsed = vm.parse_line(line)
+        if parsed:
+            steps.setdefault(parsed[0], {}).update(parsed[1])
+    return steps
+
+
+def tensorboard_scalars(sid):
+    """{tag: {step: value}} of the record's TensorBoard event files, read by TensorBoard's own reader."""
+    code = ("import json, sys; from tensorboard.backend.event_processing.event_accumulator import EventAccumulator; "
+            "acc = EventAccumulator(sys.argv[1]); acc.Reload(); "
+            "print(json.dumps({t: {e.step: e.value for e in acc.Scalars(t)} for t in acc.Tags()['scalars']}))")
+    out = subprocess.run([os.path.join(ROOT, ".venv-verl", "bin", "python"), "-c", code, record(sid, "tensorboard")],
+                         capture_output=True, text=True, timeout=120, check=True).stdout
+    return {tag: {int(k): v for k, v in by_step.items()} for tag, by_step in json.loads(out).items()}
 
 
 def svg_texts(path):
@@ -70,12 +93,22 @@ def test_lab_suite_trains_grpo_and_ppo_to_checkpoints_with_metrics_and_gates(tmp
         assert read(record(sid, "checkpoints", "latest_checkpointed_iteration.txt")).strip() == "2"
         rows = metrics(sid)
         assert [r["step"] for r in rows] == [1, 2]
-        assert all(wanted <= set(r) and 0 <= r["reward"] <= 1 for r in rows), rows
-        assert {"loss", "reward"} <= svg_texts(record(sid, "metrics.svg"))
+        assert all(wanted <= set(vm.summarize(r["data"])) for r in rows), rows
+        assert all(0 <= vm.summarize(r["data"])["reward"] <= 1 for r in rows), rows
+        # The same values verl logged: what its console printed of them, exactly, and TensorBoard's (float32).
+        console, board = console_values(sid), tensorboard_scalars(sid)
+        for row in rows:
+            shown = console[row["step"]]
+            assert shown and all(row["data"][key] == value for key, value in shown.items()), (row, shown)
+            for key in ("actor/pg_loss", "critic/score/mean"):
+                assert board[key][row["step"]] == pytest.approx(row["data"][key], rel=1e-6, abs=1e-7)
+        assert st["metrics_note"] is None and st["last_step"].startswith("step 2 of 2, loss "), st
+        assert ", reward " in st["last_step"] and " s/step" in st["last_step"], st
         assert entries[name]["gates"] and all(g["ok"] for g in entries[name]["gates"])
     summary = read(os.path.join(REPORTS, RUN_ID, "summary.md"))
     assert "# PASS: lab, 4/4 passed" in summary and "## Gates" in summary
-    assert f"[metrics](../../jobs/{RUN_ID}-grpo/metrics.svg)" in summary and "[trend.svg](trend.svg)" in summary
+    board = f"http://{IPS[HEAD]}:6006/?runFilter={RUN_ID}-grpo#timeseries"
+    assert f"[TensorBoard]({board})" in summary and "[trend.svg](trend.svg)" in summary
     assert "grpo: last reward" in svg_texts(os.path.join(REPORTS, RUN_ID, "trend.svg"))
 
 
@@ -90,7 +123,7 @@ def test_grpo_resumes_from_the_suite_checkpoint():
     assert run.rc == 0, run
     st = status(resumed)
     assert st["state"] == "SUCCEEDED" and st["steps"] == 4, st
-    assert [r["step"] for r in metrics(resumed)] == [3, 4]
+    assert [r["step"] for r in metrics(resumed)] == [3, 4] and st["last_step"].startswith("step 4 of 4, "), st
     assert os.path.isdir(record(resumed, "checkpoints", "global_step_4", "actor"))
     # The first job's record is untouched by the resumed one.
     assert sorted(os.listdir(record(first, "checkpoints"))) == ["global_step_2", "latest_checkpointed_iteration.txt"]

@@ -1,5 +1,6 @@
 """The ray_job module run as Ansible runs it, against a fake Ray cluster (SDK, state API, dashboard): the fakes
-and helpers the ray_job tests share (their fixtures are in conftest.py)."""
+and helpers the ray_job tests share (their fixtures are in conftest.py); and RecordJob, a job on a record of its own
+for the tests of module_utils/jobs that run without the module."""
 
 import datetime
 import importlib.util
@@ -11,6 +12,7 @@ import pytest
 import ray_job
 from ansible.errors import AnsibleUndefinedVariable
 from ansible.module_utils import jobspec
+from ansible.module_utils.jobs import record as jr
 from ansible.module_utils.testing import patch_module_args
 from ray.job_submission import JobStatus
 
@@ -30,6 +32,10 @@ done
 """
 SMOKE = {"workload": "smoke", "timeouts": {"pending_s": 120, "max_run_s": 300},
          "metadata": {"purpose": "cluster smoke test"}}
+# A verl job: its runtime env points verl's file logger at the record's metrics.jsonl (jobspec_render).
+GRPO = {"workload": "grpo", "model_path": "/private/common/models/qwen", "train_files": "/private/datasets/t.parquet",
+        "total_training_steps": 2, "timeouts": {"pending_s": 120, "max_run_s": 300}}
+GRPO_SID = "grpo-20250102T030405Z-abc123"
 RECORD_FILES = ("config/job_spec.json", "config/runtime_env.json", "config/submit_cmd.txt",
                 "config/env_var_names.json", "logs/ray_job_submit.out", "debug/ray_status_pre.txt", "status.json")
 
@@ -92,6 +98,19 @@ class FakeRay:
             self.set(sid, self.stop_to, end_time=int(self.clock.now * 1000))
         return True
 
+    def log_metrics(self, sid, step, data):
+        """What verl's file logger does in the job's driver: one line a log call, {"step": N, "data": {...}} (orjson's
+        compact form), appended to the VERL_FILE_LOGGER_PATH the job's runtime env names (the record's metrics.jsonl
+        on the shared root). Returns the line's bytes."""
+        line = file_logger_line(step, data)
+        self.write_metrics(sid, line)
+        return line
+
+    def write_metrics(self, sid, data):
+        """Append raw bytes to the job's metrics.jsonl, as a driver (or anyone who can write the share) could."""
+        with open(self.jobs[sid].runtime_env["env_vars"]["VERL_FILE_LOGGER_PATH"], "ab") as handle:
+            handle.write(data)
+
     def get_job_logs(self, sid):
         return self.logs.get(sid, "")
 
@@ -102,6 +121,41 @@ class FakeRay:
 def make_spec(ray_config, **cli):
     cli.setdefault("env", {"WANDB_API_KEY": SECRET})
     return jobspec.resolve(SMOKE, name="smoke", ray_config=ray_config, cli=cli, now=NOW, token="abc123").to_dict()
+
+
+def file_logger_line(step, data):
+    """One line of verl's file logger (verl/utils/tracking.py FileLogger.log: orjson.dumps({"step", "data"}) + "\\n")."""
+    return json.dumps({"step": step, "data": data}, separators=(",", ":")).encode() + b"\n"
+
+
+class RecordJob:
+    """A job as module_utils/jobs sees it (runner's Job: sid, rec, record, config, client, redact) on a record made in
+    directory, for the tests of module_utils/jobs without the module; its driver's log is `text`."""
+
+    def __init__(self, directory, sid="j-1", tensorboard_url=None):
+        jr.create_exclusive(directory)
+        self.sid, self.text = sid, ""
+        self.rec = jr.paths(directory)
+        self.record = jr.Record(directory, sid)
+        self.config = types.SimpleNamespace(tensorboard_url=tensorboard_url)
+        self.client = types.SimpleNamespace(logs=lambda sid: self.text)
+
+    @staticmethod
+    def redact(value):
+        return value
+
+    def write_metrics(self, data):
+        """Append bytes to the record's metrics.jsonl (verl's file logger, or whoever can write the share)."""
+        with open(self.rec["metrics"], "ab") as handle:
+            handle.write(data)
+
+    def log_metrics(self, step, data):
+        self.write_metrics(file_logger_line(step, data))
+
+
+def make_verl_spec(ray_config, **cli):
+    """A GRPO job (total_training_steps 2): submit it with preflight=False (the preflight would run verl)."""
+    return jobspec.resolve(GRPO, name="grpo", ray_config=ray_config, cli=cli, now=NOW, token="abc123").to_dict()
 
 
 def run(capsys, **args):

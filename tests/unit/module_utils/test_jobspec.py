@@ -181,6 +181,10 @@ BAD_INPUTS = [
     bad(lambda t: with_rc(secret_env_names="HF_TOKEN"), "ray_config.secret_env_names", "HF_TOKEN",
         "rc-secret-names-not-list"),
     bad(lambda t: with_rc(python=""), "ray_config.python", "", "rc-empty-python"),
+    bad(lambda t: with_rc(tensorboard_url="javascript:alert(1)"), "ray_config.tensorboard_url",
+        "javascript:alert(1)", "rc-tensorboard-url-scheme"),
+    bad(lambda t: with_rc(tensorboard_url="http://h:6006/x) [y](http://evil"), "ray_config.tensorboard_url",
+        "http://h:6006/x) [y](http://evil", "rc-tensorboard-url-markdown"),
     bad(lambda t: run(SMOKE, rc="10.0.0.1:6379"), "ray_config", "10.0.0.1:6379", "rc-not-mapping"),
     # resolved dicts coming back to the module
     bad(lambda t: jobspec.JobSpec.from_dict(
@@ -350,7 +354,7 @@ def trainer_common(spec):
     return [f"data.train_files={TRAIN}", f"trainer.default_local_dir={spec.checkpoint_dir}",
             "trainer.save_freq=10", "trainer.nnodes=1", "trainer.n_gpus_per_node=0",
             "trainer.project_name=verl-ray", f"trainer.experiment_name={spec.submission_id}",
-            "trainer.logger=['console']"]
+            "trainer.logger=['console','file','tensorboard']"]
 
 
 def test_ppo_entrypoint():
@@ -378,7 +382,7 @@ def test_grpo_entrypoint():
                      "trainer.save_freq=5", "trainer.nnodes=2", "trainer.n_gpus_per_node=4",
                      "trainer.total_training_steps=29", "trainer.total_epochs=1",
                      "reward.custom_reward_function.path=/private/user/code/reward.py",
-                     "trainer.logger=['console','wandb']"]:
+                     "trainer.logger=['console','file','tensorboard','wandb']"]:
         assert expected in args
     assert not any(a.startswith("critic.") for a in args)
 
@@ -405,6 +409,8 @@ def test_runtime_env_pythonpath_and_env_precedence():
     assert runtime_env == {
         "config": {"setup_timeout_seconds": 60},
         "env_vars": {"HF_HUB_OFFLINE": "1", "A": "job", "RAY_DEBUG": "0",
+                     "VERL_FILE_LOGGER_PATH": f"{spec.output_dir}/metrics.jsonl",
+                     "TENSORBOARD_DIR": f"{spec.output_dir}/tensorboard",
                      "PYTHONPATH": "/private/common/code/verl/v1:/private/common/code/plugins:/private/user/code"}}
     # The site's own ray_config.runtime_env may add a path (last); a spec's env may not (test_jobspec_owned).
     site = {**RC, "runtime_env": {"env_vars": {"PYTHONPATH": "/opt/site"}}}

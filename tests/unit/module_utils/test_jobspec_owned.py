@@ -4,11 +4,14 @@ checkpoint_dir is inside the job's own record. Each refusal is one line naming t
 
 import datetime
 import os
+import shlex
 
 import pytest
 import yaml
 from ansible.module_utils import conventions, jobspec, jobspec_render
+from ansible.module_utils.jobs import record as jr
 from ansible.module_utils.jobspec import JobSpecError
+from ansible.module_utils.jobspec_fields import TRAINERS
 
 from plugin_utils import PROJECT_ROOT, jobspec_input
 
@@ -74,6 +77,26 @@ def test_rendered_env_is_what_the_renderer_sets():
     spec = run({**PPO, "workload": "sft", "env": {"A": "1"}}, cli={"debug": {"post_mortem": True}})
     rendered = jobspec_render.render_runtime_env(spec, RC)["env_vars"]
     assert set(rendered) - {"A"} == set(jobspec_render.RENDERED_ENV)
+
+
+@pytest.mark.parametrize("workload", ["sft", "ppo", "grpo", "smoke", "command"])
+def test_verl_loggers_write_into_the_record_of_a_verl_job_only(workload):
+    """verl's file and tensorboard loggers write the record's metrics.jsonl and tensorboard/ (record.paths); a job that
+    is not verl runs no verl trainer, so gets neither its loggers nor their paths."""
+    spec = {**PPO, "workload": workload} if workload in TRAINERS else {"workload": workload}
+    if workload == "command":
+        spec["entrypoint"] = "echo hi"
+    resolved = run({**spec, "env": {"WANDB_API_KEY": "k"}})
+    env = jobspec_render.render_runtime_env(resolved, RC)["env_vars"]
+    argv = shlex.split(jobspec_render.render_entrypoint(resolved, RC))
+    if workload in TRAINERS:
+        paths = jr.paths(resolved.output_dir)
+        assert (env["VERL_FILE_LOGGER_PATH"], env["TENSORBOARD_DIR"]) == (paths["metrics"], paths["tensorboard"])
+        assert paths["metrics"] == f"{JOB}/metrics.jsonl" and paths["tensorboard"] == f"{JOB}/tensorboard"
+        assert "trainer.logger=['console','file','tensorboard','wandb']" in argv
+    else:
+        assert not {"VERL_FILE_LOGGER_PATH", "TENSORBOARD_DIR"} & set(env)
+        assert not any(a.startswith("trainer.logger") for a in argv)
 
 
 def test_other_env_names_stay():
@@ -158,7 +181,8 @@ def test_owned_keys_are_what_the_renderer_renders():
     "/private/jobs/other-job/checkpoints", f"/private/jobs/{SECRET}", "/private/jobs", f"{JOB}-r1/checkpoints",
     "/private/common/code/verl/v1/ck", "/private/common/code/plugins/ck", "/private/regression/r1/ck",
     "/private/user/ck", "/private/outputs/ck", "/private/datasets/ck", JOB, f"{JOB}/config", f"{JOB}/logs/ck",
-    f"{JOB}/debug/logs", f"{JOB}/status.json", f"{JOB}/preflight.json", f"{JOB}/.submit.lock"])
+    f"{JOB}/debug/logs", f"{JOB}/status.json", f"{JOB}/preflight.json", f"{JOB}/.submit.lock",
+    f"{JOB}/metrics.jsonl", f"{JOB}/tensorboard", f"{JOB}/tensorboard/ck"])  # verl's loggers write these
 def test_checkpoint_dir_is_inside_the_job_s_own_record(path):
     refused("checkpoint_dir", "must be inside the job's own record", spec={**PPO, "checkpoint_dir": path})
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from ansible.module_utils import regression_report as rr
+from ansible.module_utils.conventions import tensorboard_link
 
 T0 = 1795323728000  # epoch ms, like the job records
 
@@ -218,16 +219,18 @@ def test_load_previous_newest_first_by_start_time_skipping_broken_files(tmp_path
     assert rr.load_previous(str(tmp_path / "absent"), "nightly", "d") == []
 
 
-# metrics, gates and the trend plot (issue 11)
+# metrics, gates and the trend plot (issue 11); the curves are the run's in TensorBoard (issue 23)
 
 ROWS = [{"step": 1, "loss": 0.06, "reward": 0.08, "step_time_s": 20.0},
         {"step": 2, "loss": 0.01, "reward": 0.09, "step_time_s": 4.0}]
 GATES = [{"metric": "step", "at": "last", "min": 2}, {"metric": "reward", "at": "last", "min": 0.5}]
+BOARD = "http://10.0.0.10:6006"
 
 
 def gated(name="grpo", st=None, rows=ROWS, gates=GATES):
-    return rr.entry_result(name, name, f"{name}-0001", st or status(), "", f"/private/jobs/{name}-0001",
-                           metric_rows=rows, gates=gates)
+    sid = f"{name}-0001"
+    return rr.entry_result(name, name, sid, st or status(), "", f"/private/jobs/{sid}", metric_rows=rows, gates=gates,
+                           tensorboard=tensorboard_link(BOARD, sid))
 
 
 def test_failed_gate_fails_a_succeeded_entry_and_names_the_metric():
@@ -245,7 +248,18 @@ def test_failed_gate_fails_a_succeeded_entry_and_names_the_metric():
     assert "| grpo | SUCCEEDED (gate failed) | 2 | 6 → 5.75 | 0.09 | 1/2 |" in md
     assert "- ✗ **grpo** gate reward last ≥ 0.5: reward last = 0.09, below 0.5" in md
     assert "- ✓ **grpo** gate step last ≥ 2: 2" in md
-    assert "[metrics](../../jobs/grpo-0001/metrics.svg)" in md and "[trend.svg](trend.svg)" in md
+    assert e["tensorboard"] == f"{BOARD}/?runFilter=grpo-0001#timeseries"
+    assert (f"| [grpo-0001](../../jobs/grpo-0001/) | [TensorBoard]({BOARD}/?runFilter=grpo-0001#timeseries) |"
+            in md) and "[trend.svg](trend.svg)" in md
+    assert "metrics.svg" not in md
+
+
+def test_an_entry_without_metrics_or_a_board_links_no_curves():
+    assert gated(rows=[], gates=[])["tensorboard"] is None  # no metrics.jsonl: no run in TensorBoard either
+    no_board = rr.entry_result("a", "a", "a-0001", status(), "", "/private/jobs/a-0001", metric_rows=ROWS)
+    for e in (gated(rows=[], gates=[]), no_board):
+        sid = e["submission_id"]
+        assert f"| [{sid}](../../jobs/{sid}/) | – |" in rr.summary_md(report("r", [e]), [])
 
 
 def test_gates_that_hold_pass_and_a_failed_job_is_not_gated():
@@ -268,19 +282,45 @@ def test_trend_svg_has_a_chart_per_entry_value_across_runs(tmp_path):
     assert os.path.isfile(paths["trend.svg"])
 
 
-def test_report_module_reads_metrics_jsonl_else_the_log_and_adds_a_missing_plot(tmp_path):
+def report_module(capsys, args):
     import ray_regression_report
-    from ansible.module_utils import verl_metrics as vm
+    from ansible.module_utils.testing import patch_module_args
 
-    record = tmp_path / "job"
-    record.mkdir()
-    log = "step:1 - train/loss:6.0\nstep:2 - train/loss:5.5\n"
-    rows = ray_regression_report.metric_rows(str(record), log, write_plot=False)
-    assert [r["loss"] for r in rows] == [6.0, 5.5] and not (record / vm.PLOT_FILE).exists()
-    ray_regression_report.metric_rows(str(record), log, write_plot=True)
-    assert (record / vm.PLOT_FILE).read_text().startswith("<svg")
-    (record / vm.METRICS_FILE).write_text(vm.jsonl([{"step": 7, "loss": 1.0}]))
-    assert ray_regression_report.metric_rows(str(record), log, write_plot=True) == [{"step": 7, "loss": 1.0}]
+    with patch_module_args(args), pytest.raises(SystemExit):
+        ray_regression_report.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def test_report_module_reads_metrics_jsonl_only_and_links_each_run_in_tensorboard(tmp_path, capsys):
+    """The gates and the trend read verl's metrics.jsonl; the console is no source (no fallback), no plot is written,
+    and an entry with metrics links to its run in the cluster's TensorBoard."""
+    jobs = tmp_path / "jobs"
+    for sid in ("run-g", "run-c"):
+        (jobs / sid / "logs").mkdir(parents=True)
+        (jobs / sid / "status.json").write_text(json.dumps({"submission_id": sid, "state": "SUCCEEDED", "final": True,
+                                                            "steps": 2}))
+        # What the console printed (rounded, and a reward of 0.9) is never read for a gate.
+        (jobs / sid / "logs" / "driver.log").write_text("step:1 - train/loss:6.0 - critic/score/mean:0.9\n"
+                                                        "step:2 - train/loss:5.5 - critic/score/mean:0.9\n")
+    (jobs / "run-g" / "metrics.jsonl").write_text('{"step":1,"data":{"actor/pg_loss":0.5,"critic/score/mean":0.125}}\n'
+                                                  '{"step":2,"data":{"actor/pg_loss":0.25,"critic/score/mean":0.375}}\n')
+    gates = [{"metric": "reward", "at": "last", "min": 0.3}]
+    args = {"run_id": "run", "suite": "s", "started_at": 1, "shared_root": str(tmp_path),
+            "entries": [{"name": "g", "spec": "grpo", "gates": gates}, {"name": "c", "spec": "sft", "gates": gates}],
+            "tensorboard_url": BOARD}
+    out = report_module(capsys, args)
+    assert out["failed_entries"] == ["c"]
+    assert out["failed_gates"] == ["c: gate reward last ≥ 0.3: metric reward has no value"]
+    summary = out["summary"]
+    assert f"| [run-g](../../jobs/run-g/) | [TensorBoard]({BOARD}/?runFilter=run-g#timeseries) |" in summary
+    assert "| [run-c](../../jobs/run-c/) | – |" in summary  # no metrics.jsonl: no curves
+    written = json.loads((tmp_path / "regression" / "run" / "report.json").read_text())
+    assert [(e["name"], e["tensorboard"], e["metrics"]["last reward"]) for e in written["entries"]] == [
+        ("g", f"{BOARD}/?runFilter=run-g#timeseries", 0.375), ("c", None, None)]
+    assert not list(jobs.rglob("metrics.svg")) and not (jobs / "run-c" / "metrics.jsonl").exists()
+    # Without tensorboard_url (no TensorBoard on the cluster): the same report, no link.
+    out = report_module(capsys, {**args, "tensorboard_url": None, "_ansible_check_mode": True})
+    assert "TensorBoard" not in out["summary"] and "| [run-g](../../jobs/run-g/) | – |" in out["summary"]
 
 
 def test_a_failed_entry_names_its_diagnosis():

@@ -7,8 +7,10 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from ansible.module_utils import jobspec
 from ansible.module_utils import regression_gates as rg
 from ansible.module_utils import regression_report as rr
+from ansible.module_utils.conventions import tensorboard_link
 
 T0 = 1795323728000
 PIECES = ["[x](http://evil)", "![i](http://x)", "<script>alert(1)</script>", "<img src=x onerror=alert(1)>",
@@ -44,13 +46,12 @@ def assert_inert(md):
     for line in md.splitlines():
         assert not re.match(r"#+ (?!FAIL|PASS|Gates$|Failures$|Compared with previous runs$)", line), line
     assert not re.search(r"(?<!\\)\]\(http", md) and "<script" not in md and "<img" not in md and "<http" not in md
-    assert not re.search(r"(?<!\\)\[(?!metrics\]|trend\.svg\]|e-0001\]|g-0001\])", md)
+    assert not re.search(r"(?<!\\)\[(?!trend\.svg\]|e-0001\]|g-0001\])", md)
     assert not re.search(r"https?://|www\.|(?<!\\)@", md)  # nothing GitHub would turn into a link
     assert "\x1b" not in md and "\x00" not in md and "\u202e" not in md and "\x07" not in md
     html = rendered(md)
     assert "<script" not in html and "<img" not in html and "onerror=alert" not in html.replace("onerror=alert(1)&gt;", "")
-    assert set(re.findall(r'<a href="([^"]*)"', html)) <= {"trend.svg", "../../jobs/e-0001/", "../../jobs/g-0001/",
-                                                         "../../jobs/g-0001/metrics.svg"}
+    assert set(re.findall(r'<a href="([^"]*)"', html)) <= {"trend.svg", "../../jobs/e-0001/", "../../jobs/g-0001/"}
     assert len(re.findall(r"<h1>", html)) == 1 and "<h1>heading" not in html and "<h2>heading" not in html
     assert "<strong>bold" not in html and "<code>code" not in html and "<del>" not in html and "<em>em" not in html
 
@@ -147,3 +148,65 @@ def test_md_escapes_what_would_be_markup():
     assert rr.md("DEADLINE_EXCEEDED step_time_s") == "DEADLINE_EXCEEDED step_time_s"  # intraword _ is plain
     assert rr.md("_em_ *b* `c` ~d~ a|b \\ www.x.org a@b") == \
         "\\_em\\_ \\*b\\* \\`c\\` \\~d\\~ a\\|b \\\\ www\\.x.org a\\@b"
+
+
+# The link to a run in TensorBoard (issue 23): report.json is data, so summary.md links only what
+# conventions.tensorboard_link makes for the entry's own id.
+
+BOARD = "http://10.0.0.10:6006"
+GOOD = f"{BOARD}/?runFilter=e-0001#timeseries"
+BAD_BOARDS = ["javascript:alert(1)", "JavaScript:alert(1)//?runFilter=e-0001#timeseries",
+              "data:text/html,<script>alert(1)</script>", f"{GOOD}) [x](http://evil", f"{GOOD}\n# heading",
+              f"{GOOD}<script>", f"{GOOD} ", f" {GOOD}", f"{GOOD}\x1b[2J", f"{BOARD}/?runFilter=other-0001#timeseries",
+              f"{BOARD}/?runFilter=e-0001", f"{BOARD}//?runFilter=e-0001#timeseries", "ftp://h/?runFilter=e-0001#timeseries",
+              "http://user@evil.example/?runFilter=e-0001#timeseries", "http://evil.example\\@h/?runFilter=e-0001#timeseries",
+              "http://h:6006/x/?runFilter=e-0001#timeseries", "http:// h/?runFilter=e-0001#timeseries",
+              "http://h:123456/?runFilter=e-0001#timeseries", "", ["list"], 7, {"url": BOARD}]
+
+
+def with_board(board, sid="e-0001"):
+    e = entry(st=status(state="SUCCEEDED", message=""), rows=[{"step": 1, "loss": 0.5}])
+    e["tensorboard"], e["submission_id"] = board, sid  # as an earlier or edited report.json may hold them
+    return e
+
+
+def curves_cell(md):
+    return next(line for line in md.splitlines() if line.startswith("| e |")).rsplit(" | ", 1)[1]
+
+
+@pytest.mark.parametrize("board", BAD_BOARDS)
+def test_a_board_link_that_is_not_the_expected_shape_renders_as_a_dash(board):
+    assert rr._board_link(board, "e-0001") is False
+    md = rr.summary_md(report([with_board(board)]), [])
+    assert curves_cell(md) == "– |"
+    assert_inert(md)
+
+
+def test_the_board_link_of_the_entry_is_its_only_external_link():
+    md = rr.summary_md(report([with_board(GOOD)]), [])
+    assert rr._board_link(GOOD, "e-0001") and curves_cell(md) == f"[TensorBoard]({GOOD}) |"
+    assert set(re.findall(r'<a href="([^"]*)"', rendered(md))) == {"trend.svg", "../../jobs/e-0001/", GOOD}
+    assert_inert(md.replace(f"[TensorBoard]({GOOD})", "–"))
+    # Not an id (so no record link either): no curves link, whatever the board says.
+    odd = rr.summary_md(report([with_board(f"{BOARD}/?runFilter=e 1#timeseries", sid="e 1")]), [])
+    assert curves_cell(odd) == "– |"
+
+
+@pytest.mark.parametrize("url", [BOARD, BOARD + "/", "https://tb.example.org", "http://head:6006//"])
+@pytest.mark.parametrize("sid", ["e-0001", "grpo-20250102T030405Z-abc123", "A" + "._-" * 42 + "9"])
+def test_tensorboard_link_is_the_run_of_the_job_and_the_report_shows_it(url, sid):
+    link = tensorboard_link(url, sid)
+    assert link == f"{url.rstrip('/')}/?runFilter={sid}#timeseries"
+    assert rr._board_link(link, sid) and not rr._board_link(link, sid + "x")
+
+
+def test_without_a_board_there_is_no_link():
+    assert tensorboard_link(None, "e-0001") is None and tensorboard_link("", "e-0001") is None
+    assert rr._board_link(None, "e-0001") is False
+
+
+def test_every_tensorboard_url_ray_config_accepts_gives_a_link_the_summary_shows():
+    url = "http://[fd00::10]:6006"
+    assert jobspec.as_ray_config({"address": "10.0.0.10:6379", "dashboard_url": "http://10.0.0.10:8265",
+                                  "tensorboard_url": url}).tensorboard_url == url
+    assert rr._board_link(tensorboard_link(url, "e-0001"), "e-0001")

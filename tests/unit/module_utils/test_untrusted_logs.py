@@ -1,14 +1,20 @@
-"""A job's log is untrusted text (issue 22, class 4): parsing it is linear whatever its lines' lengths, and nothing
-in it reaches the operator's terminal as a control character. The driver log's incremental read is in
-tests/unit/module_utils/jobs/test_incremental_log.py."""
+"""A job's log and its metrics.jsonl are untrusted (issue 22, class 4): parsing them is linear whatever their lines'
+lengths, and nothing in them reaches the operator's terminal as a control character. The console path is a job that is
+not verl (its `step:N - key:value` lines); the metrics path is what verl's file logger (or anyone who can write the
+share) put in the record's metrics.jsonl. The driver log's incremental read is in
+tests/unit/module_utils/jobs/test_incremental_log.py, metrics.jsonl's in tests/unit/module_utils/jobs/test_progress.py."""
 
+import json
+import os
 import time
 
 import pytest
 from ansible.module_utils import conventions, diagnosis
 from ansible.module_utils import verl_metrics as vm
-from ansible.module_utils.jobs import evidence, hang
+from ansible.module_utils.jobs import evidence, files, hang, progress
 from ansible.module_utils.jobs.status import JobStatus
+from blocking import within
+from ray_job_harness import RecordJob
 
 # Lines that made a pattern backtrack over the whole line from each of their many starts.
 LONG_LINES = {
@@ -51,7 +57,21 @@ def test_the_step_search_is_linear_in_a_long_line():
     assert_linear(vm.last_step_line, step_line)
     assert_linear(hang.last_step, step_line)
     assert_linear(lambda text: vm.fold(vm.new_state(), text), step_line)
-    assert_linear(vm.parse_log, lambda n: "step:1 - " + " - ".join(["a:1"] * (n // 6)))
+    assert_linear(lambda text: vm.fold(vm.new_state(), text), lambda n: "step:1 - " + " - ".join(["a:1"] * (n // 6)))
+
+
+def test_reading_a_metrics_line_is_linear_in_its_length():
+    """A metrics.jsonl line of many keys, of keys to leave out, of one long string: each read in linear time."""
+    def many(n):
+        return '{"step":1,"data":{' + ",".join(f'"k{i}":{i}' for i in range(n // 12)) + "}}"
+
+    def left_out(n):
+        return '{"step":1,"data":{' + ",".join(f'"k{i}\\u001b":"x"' for i in range(n // 16)) + "}}"
+
+    for make in (many, left_out, lambda n: '{"step":1,"data":{"a":"' + "x" * n + '"}}'):
+        assert_linear(vm.file_row, make)
+        assert_linear(lambda line: vm.fold_rows({}, [line]), make)
+    assert len(vm.file_row(many(200_000))[1]) == vm.KEYS_CAP  # a row keeps at most KEYS_CAP keys
 
 
 def test_a_long_line_still_shows_its_signature_at_either_end():
@@ -84,28 +104,102 @@ def test_printable_removes_controls_and_escapes_but_keeps_text():
     assert conventions.printable("é ü → 日本") == "é ü → 日本"
 
 
-class FakeJob:
-    sid = "j-1"
-
-    @staticmethod
-    def redact(value):
-        return value
+@pytest.fixture
+def job(tmp_path):
+    """A job on a record of its own (a command job: no verl spec, so no total steps)."""
+    return RecordJob(str(tmp_path / "j-1"))
 
 
 def running_info():
     return {"status": "RUNNING", "start_time": 1, "submission_id": "j-1"}
 
 
+def running():
+    return JobStatus("j-1", state="RUNNING", timeouts={"pending_s": 600}, retries={"max": 0, "on": []})
+
+
+def assert_printable(line):
+    assert not any(c in line for c in "\x1b\x07\x9b\r\x08\u202e\x00"), repr(line)
+
+
 @pytest.mark.parametrize("log", [f"step:3 - train/loss:1.0 - note:{NASTY}x\n",
                                  f"{NASTY}(Actor pid=1) step:3 - train/loss:1.0{NASTY}\n"])
-def test_control_characters_never_reach_the_progress_line(log):
-    status = JobStatus("j-1", state="RUNNING", timeouts={"pending_s": 600}, retries={"max": 0, "on": []})
+def test_control_characters_never_reach_the_progress_line(job, log):
+    """The console path: a job that is not verl, whose own step lines are what its progress line shows."""
+    status = running()
     for text in (log, evidence._log_text(log, _parsed(log))):
-        line = evidence.progress_line(FakeJob(), running_info(), status, text)
+        line = evidence.progress_line(job, running_info(), status, text)
         assert "step:3 - train/loss:1.0" in line
-        assert not any(c in line for c in "\x1b\x07\x9b\r\x08\u202e"), repr(line)
+        assert_printable(line)
     status.state, status.reason, status.ended_short = "FAILED", f"X{NASTY}", None
-    assert "\x1b" not in evidence.final_line(FakeJob(), status)
+    assert "\x1b" not in evidence.final_line(job, status)
+
+
+# What verl's file logger could never write but the share may hold: each is left out, never shown.
+E = json.dumps(ESCAPES)[1:-1]  # the escapes as JSON writes them (\u001b...)
+NASTY_METRICS = {
+    "escapes-in-a-key": '{"step":3,"data":{"train/loss' + E + '":9.0,"' + E + '":1,"train/loss":1.0}}',
+    "escapes-in-a-value": '{"step":3,"data":{"train/loss":1.0,"perf/throughput":"' + E + '"}}',
+    "nan-inf-bool-str-null": ('{"step":3,"data":{"train/loss":1.0,"critic/score/mean":NaN,"timing_s/step":Infinity,'
+                              '"perf/throughput":-Infinity,"actor/entropy":true,"train/grad_norm":"0.5","x":null}}'),
+    "nested-junk": '{"step":3,"data":{"train/loss":1.0,"critic/score/mean":{"a":[1,{"b":2}]},"x":[[1.5]]}}',
+    "deeply-nested": '{"step":3,"data":{"train/loss":1.0}}\n{"step":4,"data":' + "[" * 100_000 + "]" * 100_000 + "}",
+    "non-dict-rows": '{"step":3,"data":{"train/loss":1.0}}\n[1,2]\n"step:4 - train/loss:0.1"\n4\nnull\n'
+                     '{"step":"4","data":{}}\n{"step":true,"data":{}}\n{"step":-4,"data":{}}\n{"step":4,"data":[1]}\n'
+                     '{"step":4.0,"data":{}}\n{"step":4}',
+    "not-json": '{"step":3,"data":{"train/loss":1.0}}\n' + NASTY + "step:4 - train/loss:0.1\n\udcff\x00{",
+}
+
+
+@pytest.mark.parametrize("lines", NASTY_METRICS.values(), ids=NASTY_METRICS.keys())
+def test_nothing_odd_in_metrics_jsonl_reaches_the_progress_line(job, lines):
+    """The metrics path: whatever metrics.jsonl holds, the progress line shows the step and the known values only."""
+    job.config.tensorboard_url = "http://10.0.0.10:6006"
+    job.write_metrics(lines.encode("utf-8", errors="surrogateescape") + b"\n")
+    log = evidence.refresh_log(job, final=True)
+    line = evidence.progress_line(job, running_info(), running(), log)
+    assert_printable(line)
+    assert line.endswith("; step 3, loss 1; http://10.0.0.10:6006/?runFilter=j-1#timeseries"), line
+    bad = len(lines.splitlines()) - 1
+    assert log.metrics["bad_lines"] == bad
+    assert progress.note(log.metrics, "grpo", None) == (f"metrics.jsonl: {bad} line(s) are not verl's rows" if bad
+                                                        else None)
+    with open(job.rec["metrics_state"], encoding="utf-8") as handle:
+        assert_printable(handle.read())
+
+
+def test_a_50_mb_metrics_line_is_skipped_a_capped_look_at_a_time(job, monkeypatch):
+    job.log_metrics(1, {"train/loss": 2.0})
+    job.write_metrics(b'{"step":2,"data":{"train/loss":0.1,"pad":"' + b"x" * (50 << 20) + b'"}}\n')
+    job.log_metrics(3, {"train/loss": 1.0})
+    reads, read_from = [], files.read_from
+    monkeypatch.setattr(files, "read_from", lambda *a, **k: reads.append(read_from(*a, **k)) or reads[-1])
+    looks = 0
+    while (progress.refresh(job) or {}).get("last_step") != 3:
+        looks += 1
+        assert looks <= 8, "a look reads at most READ_CAP: 50 MB in 7 looks, then the next line"
+    assert max(len(got[0]) for got in reads) <= progress.READ_CAP
+    state = progress.read_state(job)
+    assert (state["bad_lines"], state["last_loss"], state["offset"]) == (1, [3, 1.0], os.path.getsize(job.rec["metrics"]))
+    assert [row["step"] for row in vm.read_jsonl(job.rec["metrics"])] == [1, 3]  # the report's read skips it too
+
+
+@pytest.mark.parametrize("kind", ["symlink", "fifo"])
+def test_a_symlinked_or_fifo_metrics_jsonl_is_never_followed_and_never_blocks(job, tmp_path, kind):
+    path = job.rec["metrics"]
+    if kind == "symlink":
+        (tmp_path / "head-only.jsonl").write_text('{"step":77,"data":{"train/loss":4242.5}}\n')
+        os.symlink(tmp_path / "head-only.jsonl", path)
+    else:
+        os.mkfifo(path)
+    job.text = "step:2 - train/loss:0.5\n"
+    for final in (False, True):
+        result = within(5, lambda final=final: evidence.refresh_log(job, final), path if kind == "fifo" else None)
+        assert "error" not in result and result["value"].metrics is None
+        line = evidence.progress_line(job, running_info(), running(), result["value"])
+        assert "4242" not in line and "77" not in line and line.endswith("; step:2 - train/loss:0.5")
+    assert within(5, lambda: vm.read_jsonl(path), path if kind == "fifo" else None)["value"] == []
+    assert progress.note(None, "ppo", 2).startswith("no step in metrics.jsonl, but the driver log printed step 2")
 
 
 def _parsed(text):

@@ -1,7 +1,9 @@
-"""module_utils/verl_metrics.py: verl console lines -> metrics rows, metrics.jsonl, the SVG plot."""
+"""module_utils/verl_metrics.py: verl's file-logger lines (a verl job's metrics.jsonl) -> metrics rows; the console
+lines of a job that is not verl -> its steps (fold). The drawing moved to module_utils/svg_charts.py
+(tests/unit/module_utils/test_svg_charts.py)."""
 
 import json
-import xml.etree.ElementTree as ET
+import os
 
 from ansible.module_utils import verl_metrics as vm
 
@@ -32,8 +34,8 @@ def test_parse_line_reads_every_number_and_skips_words():
     assert vm.parse_line("step:3") is None
 
 
-def test_parse_log_gives_one_row_per_step_with_summary_names():
-    rows = vm.parse_log(GRPO_LOG)
+def test_console_lines_give_one_row_per_step_with_summary_names():
+    rows = vm.fold(vm.new_state(), GRPO_LOG)
     assert [r["step"] for r in rows] == [1, 2]
     first, second = rows
     assert first["loss"] == -0.0587 and first["reward"] == 0.0775 and first["kl"] == 0.0
@@ -41,45 +43,97 @@ def test_parse_log_gives_one_row_per_step_with_summary_names():
     assert first["step_time_s"] == 21.1 and first["throughput"] == 93.2
     assert first["metrics"]["critic/score/max"] == 0.22
     assert second["loss"] == -0.00072
-    # nan and inf are not values: the summary leaves them out rather than writing invalid JSON.
+    # nan and inf are not values: the summary leaves them out.
     assert "grad_norm" not in second and "throughput" not in second
-    json.loads(vm.jsonl(rows).splitlines()[1])
 
 
-def test_sft_validation_line_merges_into_its_step():
-    rows = vm.parse_log(SFT_LOG)
+def test_sft_console_validation_line_merges_into_its_step():
+    rows = vm.fold(vm.new_state(), SFT_LOG)
     assert [(r["step"], r["loss"]) for r in rows] == [(1, 6.0), (2, 5.75)]
     assert rows[1]["val_loss"] == 5.625 and rows[1]["metrics"]["train/grad_norm"] == 2.9
 
 
-def test_jsonl_round_trip(tmp_path):
-    rows = vm.parse_log(GRPO_LOG)
+# What verl's file logger writes (verl/utils/tracking.py FileLogger: orjson, one line a log call; orjson writes a
+# NaN as null, a numpy array as a list). The exact values, where the console rounds.
+GRPO_FILE = """{"step":1,"data":{"global_seqlen/mean":412.0,"actor/pg_loss":-0.05871234567,"actor/kl_loss":0.0,"actor/entropy":5.98,"actor/grad_norm":0.375,"critic/score/mean":0.0775,"critic/score/max":0.22,"response_length/mean":31.5,"timing_s/step":21.1,"perf/throughput":93.2,"training/global_step":1,"actor/lr":0.001}}
+{"step":2,"data":{"actor/pg_loss":-0.00072,"actor/kl_loss":0.00282,"critic/score/mean":0.078,"actor/grad_norm":null,"timing_s/step":3.1,"response_length/mean":32,"perf/throughput":Infinity,"response/hist":[1,2,3]}}
+"""
+SFT_FILE = """{"step":1,"data":{"perf/max_memory_allocated_gb":0.603,"train/loss":6.0,"train/grad_norm":3.3,"train/lr":0.001}}
+{"step":2,"data":{"train/loss":5.75,"train/grad_norm":2.9}}
+{"step":2,"data":{"val/loss":5.625}}
+"""
+
+
+def rows_of(text):
+    steps = {}
+    bad = vm.fold_rows(steps, text.splitlines())
+    return vm.rows_of(steps), bad
+
+
+def test_file_logger_lines_give_one_row_per_step_with_exact_values_and_summary_names():
+    rows, bad = rows_of(GRPO_FILE)
+    assert bad == 0 and [r["step"] for r in rows] == [1, 2]
+    first, second = rows
+    assert first["loss"] == -0.05871234567 and first["reward"] == 0.0775 and first["kl"] == 0.0
+    assert first["entropy"] == 5.98 and first["grad_norm"] == 0.375 and first["response_length"] == 31.5
+    assert first["step_time_s"] == 21.1 and first["throughput"] == 93.2
+    assert first["metrics"]["critic/score/max"] == 0.22 and first["metrics"]["training/global_step"] == 1
+    assert second["loss"] == -0.00072 and second["response_length"] == 32
+    # null (orjson's NaN), inf and a list are not values: left out of the row and its summary.
+    assert "grad_norm" not in second and "throughput" not in second
+    assert not {"actor/grad_norm", "perf/throughput", "response/hist"} & set(second["metrics"])
+
+
+def test_sft_file_validation_line_merges_into_its_step():
+    rows, _ = rows_of(SFT_FILE)
+    assert [(r["step"], r["loss"]) for r in rows] == [(1, 6.0), (2, 5.75)]
+    assert rows[1]["val_loss"] == 5.625 and rows[1]["metrics"]["train/grad_norm"] == 2.9
+
+
+def test_a_repeated_step_takes_the_newest_values():
+    rows, _ = rows_of('{"step":3,"data":{"train/loss":2.0,"a":1}}\n{"step":3,"data":{"train/loss":1.5}}\n')
+    assert rows == [{"step": 3, "loss": 1.5, "metrics": {"a": 1, "train/loss": 1.5}}]
+
+
+def test_file_row_keeps_only_finite_numbers_under_short_printable_keys():
+    step, values = vm.file_row(json.dumps({"step": 4, "data": {
+        "ok": 1, "f": 0.5, "t": True, "s": "1.0", "n": None, "l": [1], "d": {"a": 1}, "": 1, "k" * (vm.KEY_CAP + 1): 1,
+        "k" * vm.KEY_CAP: 2, "a\x1bb": 1, "tab\t": 1, "\u202e": 1, "é/ü": 3}}))
+    assert step == 4 and values == {"ok": 1, "f": 0.5, "k" * vm.KEY_CAP: 2, "é/ü": 3}
+    assert type(values["ok"]) is int
+    for line in ('{"step":4,"data":{"a":NaN,"b":-Infinity}}', '{"step":4,"data":{"a":1e999}}'):
+        assert vm.file_row(line) == (4, {})
+    assert vm.file_row('{"step":1,"data":{"a":' + " " * vm.JSONL_LINE_CAP + "1}}") is None  # over the cap: unread
+
+
+def test_file_row_refuses_what_is_no_row():
+    for line in ("", "not json", "[1]", '"x"', "7", "null", '{"data":{}}', '{"step":"1","data":{}}',
+                 '{"step":true,"data":{}}', '{"step":1.0,"data":{}}', '{"step":-1,"data":{}}',
+                 '{"step":1,"data":[1]}', '{"step":1,"data":"a:1"}', '{"step":1}', "[" * 100_000):
+        assert vm.file_row(line) is None, line[:40]
+
+
+def test_our_own_old_rows_are_read_too():
+    """Records from before verl's file logger was used hold our rows: {"step", <summary names>, "metrics"}."""
+    old = '{"loss": 6.0, "metrics": {"train/loss": 6.0, "train/lr": 0.001}, "step": 1}'
+    assert vm.file_row(old) == (1, {"train/loss": 6.0, "train/lr": 0.001})
+
+
+def test_read_jsonl_reads_the_record_s_file_skipping_what_is_no_row(tmp_path):
     path = tmp_path / vm.METRICS_FILE
-    path.write_text(vm.jsonl(rows) + "not json\n{\"no\": \"step\"}\n")
-    assert vm.read_jsonl(str(path)) == rows
+    path.write_text(GRPO_FILE + "not json\n{\"no\": \"step\"}\n" + SFT_FILE.splitlines()[0] + "\n")
+    rows = vm.read_jsonl(str(path))
+    assert [r["step"] for r in rows] == [1, 2] and rows[0]["metrics"]["train/loss"] == 6.0  # step 1 logged twice
     assert vm.read_jsonl(str(tmp_path / "missing")) == []
     assert vm.series(rows, "reward") == [(1, 0.0775), (2, 0.078)]
     assert vm.series(rows, "critic/score/max") == [(1, 0.22)]
+    path.write_bytes(b"\xff\xfe" + GRPO_FILE.encode())  # undecodable bytes: that line is no row, the rest is read
+    assert [r["step"] for r in vm.read_jsonl(str(path))] == [2]
 
 
-def test_plot_is_valid_svg_with_a_panel_per_present_series():
-    svg = vm.plot_svg(vm.parse_log(GRPO_LOG), "grpo <job>")
-    root = ET.fromstring(svg)
-    texts = [t.text for t in root.iter("{http://www.w3.org/2000/svg}text")]
-    assert texts[0] == "grpo <job>"
-    for name in ("loss", "reward", "kl", "entropy", "response_length", "step_time_s"):
-        assert name in texts
-    assert "critic_loss" not in texts
-    assert len(list(root.iter("{http://www.w3.org/2000/svg}polyline"))) == 5  # entropy and grad_norm have one point each
-
-
-def test_plot_without_rows_says_so():
-    root = ET.fromstring(vm.plot_svg([], "empty"))
-    assert "no values yet" in [t.text for t in root.iter("{http://www.w3.org/2000/svg}text")]
-
-
-def test_flat_series_still_draws_inside_its_frame():
-    svg = vm.svg_charts("t", [("flat", [(1, 2.0), (2, 2.0)])])
-    points = ET.fromstring(svg).find("{http://www.w3.org/2000/svg}polyline").get("points").split()
-    ys = {float(p.split(",")[1]) for p in points}
-    assert len(ys) == 1 and 30 < ys.pop() < 30 + vm.PANEL_H
+def test_read_jsonl_never_follows_a_symlink_and_caps_what_it_reads(tmp_path):
+    (tmp_path / "head-only.jsonl").write_text(GRPO_FILE)
+    os.symlink(tmp_path / "head-only.jsonl", tmp_path / vm.METRICS_FILE)
+    assert vm.read_jsonl(str(tmp_path / vm.METRICS_FILE)) == []
+    first = GRPO_FILE.splitlines(keepends=True)[0]
+    assert [r["step"] for r in vm.read_jsonl(str(tmp_path / "head-only.jsonl"), limit=len(first))] == [1]

@@ -271,41 +271,7 @@ def test_secret_is_not_echoed_in_the_invocation(ray, ray_config, capsys):
     assert SECRET not in capsys.readouterr().out
 
 
-# verl's per-step metrics in the record while the job runs (issue 11)
-
-GRPO_LOG = ("\x1b[36m(TaskRunnerV1 pid=7)\x1b[0m step:1 - actor/pg_loss:-0.06 - critic/score/mean:0.08 - actor/kl_loss:0.0"
-            " - timing_s/step:35.9\n"
-            "\x1b[36m(TaskRunnerV1 pid=7)\x1b[0m step:2 - actor/pg_loss:0.01 - critic/score/mean:0.09 - actor/kl_loss:0.003"
-            " - timing_s/step:3.5\n")
-
-
-def test_wait_writes_metrics_and_plot_while_the_job_runs(ray, ray_config, capsys):
-    submit(capsys, ray_config)
-    ray.set(SID, "RUNNING", driver_node_id="n-w1", start_time=int(ray.clock.now * 1000))
-    ray.logs[SID] = GRPO_LOG.splitlines(keepends=True)[0]
-    run(capsys, action="wait", submission_id=SID, ray_config=ray_config, poll_s=5)
-    metrics_path = os.path.join(record(ray_config), "metrics.jsonl")
-    with open(metrics_path, encoding="utf-8") as handle:
-        rows = [json.loads(line) for line in handle]
-    assert [(r["step"], r["loss"], r["reward"]) for r in rows] == [(1, -0.06, 0.08)]
-    ray.logs[SID] = GRPO_LOG
-    ray.set(SID, "SUCCEEDED", driver_exit_code=0, end_time=int(ray.clock.now * 1000) + 1000)
-    run(capsys, action="wait", submission_id=SID, ray_config=ray_config)
-    with open(metrics_path, encoding="utf-8") as handle:
-        assert [json.loads(line)["step"] for line in handle] == [1, 2]
-    with open(os.path.join(record(ray_config), "metrics.svg"), encoding="utf-8") as handle:
-        assert SID in handle.read()
-    # PPO/GRPO print actor/pg_loss, not train/loss: status.json takes its steps and losses from the metrics.
-    status = status_json(ray_config)
-    assert (status["steps"], status["first_loss"], status["last_loss"]) == (2, -0.06, 0.01)
-
-
-def test_no_metrics_files_for_a_job_that_prints_no_steps(ray, ray_config, capsys):
-    submit(capsys, ray_config)
-    ray.logs[SID] = "hello\n"
-    ray.set(SID, "SUCCEEDED", driver_node_id="n-w1", start_time=1, end_time=2)
-    run(capsys, action="wait", submission_id=SID, ray_config=ray_config)
-    assert not {"metrics.jsonl", "metrics.svg"} & set(os.listdir(record(ray_config)))
+# A verl job's metrics (verl's own file logger, issue 23) are tested in test_ray_job_metrics.py.
 
 
 def stop_meanwhile(ray, ray_config, monkeypatch, *, finalised):

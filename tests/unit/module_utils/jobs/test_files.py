@@ -78,3 +78,25 @@ def test_open_lock_never_creates_or_opens_through_a_symlink(tmp_path, dangling):
                                              ("+1", None), ("1_0", None), ("", None), (None, None)])
 def test_ascii_int_takes_ascii_digits_within_range_only(text, value):
     assert files.ascii_int(text) == value
+
+
+def test_read_from_reads_from_an_offset_up_to_a_limit_with_the_size_and_mtime(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_bytes(b"0123456789")
+    os.utime(path, ns=(1_735_787_045_123_456_789, 1_735_787_045_123_456_789))
+    assert files.read_from(str(path), 0) == (b"0123456789", 10, 1_735_787_045_123)
+    assert files.read_from(str(path), 4, 3)[:2] == (b"456", 10)
+    assert files.read_from(str(path), 10)[:2] == (b"", 10)  # nothing new
+    assert files.read_from(str(path), 25)[:2] == (b"", 10)  # shorter than the offset: the caller starts again
+    assert files.read_from(str(tmp_path / "missing"), 0) is None
+
+
+def test_read_from_never_follows_a_symlink_nor_blocks_on_a_fifo(tmp_path):
+    (tmp_path / "head-only").write_text("root's\n")
+    os.symlink(tmp_path / "head-only", tmp_path / "link")
+    with pytest.raises(files.UnsafeFile, match=r"link: is a symlink"):
+        files.read_from(str(tmp_path / "link"), 0)
+    fifo = str(tmp_path / "fifo")
+    os.mkfifo(fifo)
+    result = within(5, lambda: files.read_from(fifo, 0), fifo)
+    assert isinstance(result.get("error"), files.UnsafeFile) and "is a FIFO" in str(result["error"])

@@ -2,7 +2,8 @@
 
 import pytest
 from ansible.module_utils import conventions
-from ansible.module_utils.jobs import hang
+from ansible.module_utils import verl_metrics as vm
+from ansible.module_utils.jobs import evidence, hang, progress
 from ansible.module_utils.jobs.status import JobStatus
 
 MIN = 60_000
@@ -54,6 +55,23 @@ def test_a_job_whose_step_stopped_moving_is_hung_once_per_stall():
     assert hang.hung(status, 120_000) is None  # the same stall: its stacks are taken once
     hang.track(status, log(1, 2, 3), 130_000)  # it moved: a later stall is a new one
     assert hang.hung(status, 200_000)["since"] == 130_000
+
+
+def with_metrics(text, last_step):
+    """The log as evidence.refresh_log gives it: its console parse, and the state of verl's metrics.jsonl."""
+    parsed = vm.new_state()
+    vm.fold(parsed, text)
+    return evidence._log_text(text, parsed, metrics={**progress.new_state(), "last_step": last_step})
+
+
+def test_a_verl_jobs_step_is_its_metrics_step_before_its_consoles():
+    assert hang.last_step(with_metrics(log(1, 2), 5)) == 5  # the file logger is ahead of the driver's console
+    assert hang.last_step(with_metrics(log(1, 2), None)) == 2  # no step in metrics.jsonl yet: the console's
+    assert hang.last_step(with_metrics("loading\n", None)) is None
+    status = running(stall_s=60)
+    hang.track(status, with_metrics(log(1), 1), 0)
+    hang.track(status, with_metrics(log(1), 2), 50_000)  # verl logged step 2; the console is buffered
+    assert status.progress["step"] == 2 and hang.hung(status, 100_000) is None
 
 
 def test_a_job_without_steps_is_judged_by_its_log_growing():

@@ -73,8 +73,29 @@ def test_each_look_appends_and_parses_only_what_the_log_gained(tmp_path, monkeyp
     assert folded == ["step:3 - train/loss:7.5\ndone"]
     assert driver_log(job) == job.redact(job.client.text) and os.stat(job.rec["driver_log"]).st_ino == inode
     assert log.parsed["last_line"] == "step:3 - train/loss:7.5"
-    with open(os.path.join(job.rec["dir"], vm.METRICS_FILE), encoding="utf-8") as handle:
-        assert [json.loads(line)["step"] for line in handle] == [1, 2, 3]  # merged with the earlier rows
+    # The console's steps are the log's parse only: metrics.jsonl is verl's file logger's, never made from them.
+    assert not os.path.lexists(job.rec["metrics"]) and log.metrics is None
+
+
+def test_each_look_carries_the_new_lines_of_verls_metrics(tmp_path):
+    """refresh_log reads the record's metrics.jsonl alongside (progress.refresh: its new lines only) and hands the
+    state on as .metrics, whose step hang.last_step prefers to the console's."""
+    job = Job(str(tmp_path / "j-1"))
+    job.client.text = step(1) + step(2)
+    with open(job.rec["metrics"], "w", encoding="utf-8") as handle:
+        handle.write('{"step":1,"data":{"train/loss":9.25}}\n{"step":2,"data":{"train/loss":8.125}}\n'
+                     '{"step":3,"data":{"train/lo')  # the logger is still writing step 3
+    log = evidence.refresh_log(job)
+    assert (log.metrics["last_step"], log.metrics["last_loss"], log.metrics["partial"]) == (2, [2, 8.125], False)
+    with open(job.rec["metrics"], "a", encoding="utf-8") as handle:
+        handle.write('ss":7.0}}\n')
+    log = evidence.refresh_log(job)
+    assert log.parsed["last_step"] == 2 and log.metrics["last_step"] == 3 and hang.last_step(log) == 3
+    assert log.metrics["offset"] == os.path.getsize(job.rec["metrics"])
+    with open(job.rec["metrics"], "a", encoding="utf-8") as handle:
+        handle.write('{"step":4,"data":{"train/loss":6.5}}')  # the driver died mid-line
+    log = evidence.refresh_log(job, final=True)
+    assert log.metrics["last_step"] == 3 and log.metrics["partial"] is True
 
 
 def test_another_text_or_a_changed_driver_log_is_taken_whole(tmp_path):

@@ -34,10 +34,15 @@ def test_paths_layout(tmp_path):
     assert p["submit_out"] == os.path.join(job, "logs", "ray_job_submit.out")
     assert p["status_pre"] == os.path.join(job, "debug", "ray_status_pre.txt")
     assert p["status"] == os.path.join(job, "status.json")
+    # verl's loggers write these (VERL_FILE_LOGGER_PATH, TENSORBOARD_DIR); a follower keeps how far it read.
+    assert p["metrics"] == os.path.join(job, vm.METRICS_FILE) == os.path.join(job, "metrics.jsonl")
+    assert p["tensorboard"] == os.path.join(job, "tensorboard")
+    assert p["metrics_state"] == os.path.join(job, "logs", "metrics.state.json")
     # Every file lives in the job directory itself or in one of the LAYOUT subdirectories.
     for key, path in p.items():
         rel = os.path.relpath(path, job)
-        assert rel in (".", "status.json", "preflight.json", ".stop_request") or rel.split(os.sep)[0] in jr.LAYOUT, key
+        assert rel in (".", "status.json", "preflight.json", ".stop_request", "metrics.jsonl", "tensorboard") or \
+            rel.split(os.sep)[0] in jr.LAYOUT, key
 
 
 def test_create_exclusive_builds_the_layout_once(tmp_path):
@@ -165,15 +170,36 @@ def test_last_step_line_is_cut_to_width():
     assert vm.last_step_line("step:1 - a:1", width=12) == "step:1 - a:1"
 
 
-def test_step_losses_from_console_lines_in_order():
+def console_losses(text):
+    """(first, last) [step, loss] of a log's console step lines, as a job that is not verl gets them (fold)."""
+    state = vm.new_state()
+    vm.fold(state, text)
+    return state["first_loss"], state["last_loss"]
+
+
+def test_losses_from_console_lines_in_order():
     # step 3 has only a validation loss: it is not a training loss.
-    assert vm.step_losses(LOG) == [(1, 6.0625), (2, 5.5), (4, 0.475)]
-    assert vm.step_losses("step:10 - train/loss: -0.25\n") == [(10, -0.25)]
-    assert vm.step_losses("train/loss:1.0 without a step\nstep:1 - no loss\n") == []
+    assert console_losses(LOG) == ([1, 6.0625], [4, 0.475])
+    assert console_losses(LOG.replace("step:4 - train/loss:4.75e-01", "step:4 - val/loss:1")) == ([1, 6.0625],
+                                                                                                  [2, 5.5])
+    assert console_losses("step:10 - train/loss: -0.25\n") == ([10, -0.25], [10, -0.25])
+    assert console_losses("train/loss:1.0 without a step\nstep:1 - no loss\n") == (None, None)
+    # Log order, not step order: the record's last step is the last one the trainer printed.
+    assert console_losses("step:5 - train/loss:2.0\nstep:3 - train/loss:1.0\n") == ([5, 2.0], [3, 1.0])
 
 
-def test_step_losses_survive_a_non_numeric_loss():
-    assert vm.step_losses("step:1 - train/loss:1.5\nstep:2 - train/loss:-inf\n")[0] == (1, 1.5)
+def test_losses_survive_a_non_numeric_loss():
+    assert console_losses("step:1 - train/loss:1.5\nstep:2 - train/loss:-inf\n") == ([1, 1.5], [1, 1.5])
+    assert console_losses("step:1 - train/loss:nan\nstep:2 - train/loss:0.5\n") == ([2, 0.5], [2, 0.5])
+
+
+def test_losses_from_verl_file_logger_lines():
+    """What a verl job's record takes them from: metrics.jsonl rows (SFT's train/loss, PPO's actor/pg_loss), exact."""
+    steps = {}
+    bad = vm.fold_rows(steps, ['{"step":1,"data":{"train/loss":6.0625123}}', '{"step":2,"data":{"val/loss":5.9}}',
+                               '{"step":3,"data":{"actor/pg_loss":-1e-07,"train/loss":NaN}}'])
+    rows = vm.rows_of(steps)
+    assert bad == 0 and [(r["step"], r.get("loss")) for r in rows] == [(1, 6.0625123), (2, None), (3, -1e-07)]
 
 
 def test_final_state_timeouts_are_failures():
