@@ -9,7 +9,7 @@ import datetime
 import os
 
 from ansible.module_utils import conventions, diagnosis
-from ansible.module_utils.jobs import evidence
+from ansible.module_utils.jobs import evidence, open_index
 from ansible.module_utils.jobs.job import Failed, Job
 from ansible.module_utils.jobs.record import Record
 from ansible.module_utils.jobs.status import Merge, RecordError
@@ -54,29 +54,46 @@ def forgotten(job, status):
     return finalize_forgotten(job, status, started)[0]
 
 
-def open_records(shared_root, unreadable=None):
+def open_records(shared_root, unreadable=None, tidy=True):
     """Ids of the records on the shared root whose status.json is not final (a record without a trusted status.json
     is left alone: an interrupted submit, which the same submit command completes, or one nobody can vouch for;
-    `unreadable`, a list, gets "<id>: <why>" for each untrusted one)."""
+    `unreadable`, a list, gets "<id>: <why>" for each untrusted one).
+
+    Only the records the open index lists are read (open_index); without a complete index every record is, once,
+    and the index is written (tidy: false, as in check mode, writes nothing, nor removes an entry left behind)."""
     jobs_dir = conventions.paths(shared_root)["jobs"]
+    listed = open_index.listed(jobs_dir)
+    if listed is not None:
+        candidates = listed
+    else:
+        candidates = sorted(n for n in (os.listdir(jobs_dir) if os.path.isdir(jobs_dir) else [])
+                            if conventions.matches(conventions.ID_RULE, n))
     found = []
-    for sid in sorted(os.listdir(jobs_dir)) if os.path.isdir(jobs_dir) else []:
-        if not conventions.matches(conventions.ID_RULE, sid):
-            continue
+    for sid in candidates:
+        record = Record(conventions.job_dir(shared_root, sid), sid)
         try:
-            status = Record(conventions.job_dir(shared_root, sid), sid).read_status()
+            status = record.read_status()
         except RecordError as exc:
             if unreadable is not None:
                 unreadable.append(f"{sid}: {exc}")
             continue
         if status is not None and not status.final:
             found.append(sid)
+        elif status is not None and listed is not None and tidy:
+            record.leave_index()  # final since: a run ended between writing status.json and leaving the index
+    if listed is None and tidy and os.path.isdir(jobs_dir):
+        try:
+            for sid in found:
+                open_index.add(conventions.job_dir(shared_root, sid))
+            open_index.mark_complete(jobs_dir)
+        except (OSError, RecordError):
+            pass  # the next reader scans again
     return found
 
 
 def reconcile(module, config):
     """action=reconcile: finalise every record whose job the restarted head forgot (see forgotten_since)."""
-    open_ids = open_records(config.shared_root)
+    open_ids = open_records(config.shared_root, tidy=not module.check_mode)
     result = {"changed": False, "finalized": [], "open": []}
     if not open_ids:  # the usual case costs no call to Ray
         return dict(result, msg="no open job records")

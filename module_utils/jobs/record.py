@@ -16,7 +16,7 @@ import stat
 import time
 
 from ansible.module_utils import conventions, verl_metrics
-from ansible.module_utils.jobs import files
+from ansible.module_utils.jobs import files, open_index
 from ansible.module_utils.jobs.files import UnsafeFile, read_small
 from ansible.module_utils.jobs.status import JobStatus, Merge, RecordError
 
@@ -274,6 +274,8 @@ class Record:
         with record_lock(self.dir, name=STATUS_LOCK_FILE):
             old = recorded()
             outcome = status.merge(old, self.stop_request())
+            if outcome is Merge.ALREADY_FINAL:
+                self.leave_index()
             if outcome is not Merge.WRITE:
                 return outcome
             for path, text in (files or {}).items():
@@ -284,7 +286,14 @@ class Record:
                 self.keep_untrusted()
             status.updated_at = now_ms()
             self.write_json(self.path["status"], status.to_dict())
+            if status.final:
+                self.leave_index()
         return outcome
+
+    def leave_index(self):
+        """Out of the open records' index (open_index): best effort, a reader removes an entry left behind."""
+        with contextlib.suppress(OSError):
+            open_index.remove(self.dir)
 
     def keep_untrusted(self):
         """Copy the untrusted status.json aside (its bytes; a symlink is kept as a link, never followed)."""

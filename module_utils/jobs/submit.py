@@ -12,7 +12,7 @@ import time
 from ansible.module_utils import conventions
 from ansible.module_utils import jobspec as js
 from ansible.module_utils import jobspec_render as render
-from ansible.module_utils.jobs import attempts, evidence
+from ansible.module_utils.jobs import attempts, evidence, open_index
 from ansible.module_utils.jobs import client as jc
 from ansible.module_utils.jobs.job import Failed, Job
 from ansible.module_utils.jobs.record import LockTimeout, create_exclusive, ensure_layout, now_ms, record_lock
@@ -81,6 +81,7 @@ def submit(module, config):
 def submit_locked(job, spec, config, info, entrypoint, runtime_env, options, shown):
     """Write the record and submit; the caller holds the record's lock and saw no status.json."""
     ensure_layout(spec.output_dir)
+    open_index.add(spec.output_dir)  # open until its status.json is final: readers find it without a scan
     job.record.changed = True
     job.record.write_json(job.rec["job_spec"], job.redact(spec.to_dict()))
     job.record.write_json(job.rec["runtime_env"], shown["runtime_env"])

@@ -61,7 +61,7 @@ def one(module, job, head_started):
 def watch(module, config):
     """The pass; returns the module result (lists of ids by what happened, and the attempts due)."""
     unreadable = []
-    open_ids = reconcile.open_records(config.shared_root, unreadable)
+    open_ids = reconcile.open_records(config.shared_root, unreadable, tidy=not module.check_mode)
     result = {"changed": False, "finalized": [], "ended": {}, "open": [], "hung": [], "unreadable": unreadable,
               "retry": [], "errors": []}
     if not open_ids:
