@@ -3,7 +3,8 @@
 
 For each N (workers), builds the lab with N workers and prints, as medians of --runs runs:
   cold        up.yml after down.yml, beside its floor: the same `ray start` commands (read from the
-              nodes' state files) over ssh, head then workers in parallel, until every worker is ALIVE;
+              nodes' state files) over ssh, head first, then the workers in the same waves as up.yml's
+              (ray_worker_start_wave of the lab's inventory: that many at once), until every worker is ALIVE;
   idempotent  up.yml on a healthy cluster (changed=0), beside its floor: a one-task playbook (ping)
               on every host.
 At the first N it also times status.yml, and submit.yml without wait beside its floor: a one-task
@@ -86,11 +87,19 @@ def all_workers_alive(ips):
     return not ambiguous and all(ip in alive for ip in ips)
 
 
+def start_wave():
+    """How many workers up.yml starts at once on the lab (its inventory's ray_worker_start_wave)."""
+    import yaml
+
+    with open(os.path.join(ROOT, "inventory", "lab", "group_vars", "ray_cluster.yml"), encoding="utf-8") as handle:
+        return int(yaml.safe_load(handle)["ray_worker_start_wave"])
+
+
 def floor_cold(commands, workers):
-    """Raw `ray start`: the head, then every worker in parallel, until every worker is ALIVE."""
+    """Raw `ray start`: the head, then the workers in up.yml's waves, until every worker is ALIVE."""
     started = time.monotonic()
     ssh(HEAD_IP, commands[HEAD_IP])
-    with concurrent.futures.ThreadPoolExecutor(len(workers)) as pool:
+    with concurrent.futures.ThreadPoolExecutor(min(start_wave(), len(workers))) as pool:
         list(pool.map(lambda ip: ssh(ip, commands[ip]), workers))
     while not all_workers_alive(workers):
         if time.monotonic() - started > 300:

@@ -178,6 +178,16 @@ killed_driver_pids:
   returned: when Ray was stopped, started or restarted
   type: list
   elements: int
+retried:
+  description:
+    - A worker's C(ray start) timed out (its raylet did not register within Ray's fixed 30 s); once the head's GCS
+      answered, Ray was stopped here and started once more.
+  returned: when a start was retried
+  type: bool
+stderr_tail:
+  description: The last lines C(ray start) printed (the failure's one-line message names the cause).
+  returned: when C(ray start) failed
+  type: str
 """
 
 import os
@@ -185,6 +195,9 @@ import time
 
 from ansible.module_utils import ray_node_ctl as ctl
 from ansible.module_utils.basic import AnsibleModule
+
+# How long a worker whose start timed out waits for the head's GCS to answer before it starts again.
+RETRY_WAIT_S = 120
 
 # The installed version from its metadata: importing Ray itself costs about a second.
 VERSION_PROBE = "import importlib.metadata as m; print(m.version('ray'))"
@@ -341,9 +354,22 @@ def main():
     # The readiness gate accepts only a node the cluster saw start after this moment.
     result["started_at_ms"] = int(time.time() * 1000)
     rc, out, err = module.run_command(run_argv, environ_update=env)
+    why, timed_out = ctl.start_failure(out + err) if rc != 0 else (None, False)
+    if timed_out and p["role"] == "worker":
+        # Ray waits a fixed 30 s for a new raylet to register: once the head answers, this node starts again, once.
+        result["retried"] = True
+        if ctl.wait_for_port(p["head_ip"], p["gcs_port"], RETRY_WAIT_S):
+            stop(module, ray_bin, env, remove_sessions=False)
+            rc, out, err = module.run_command(run_argv, environ_update=env)
+            why, timed_out = ctl.start_failure(out + err) if rc != 0 else (None, False)
+        else:
+            why = f"{why}; the head's GCS {p['head_ip']}:{p['gcs_port']} did not answer for {RETRY_WAIT_S}s after it"
     if rc != 0:
-        tail = "\n".join((out + err).strip().splitlines()[-15:])
-        module.fail_json(msg=hide_password(module, f"ray start failed (rc={rc}): {tail}"), **result)
+        # One line naming the node and the cause; the output's tail is in the result (stderr_tail), not the message.
+        result["stderr_tail"] = hide_password(module, "\n".join((out + err).strip().splitlines()[-15:]))
+        module.fail_json(msg=hide_password(module, f"ray start failed on {p['node_ip']} (rc={rc}"
+                                                   f"{', started twice' if result.get('retried') else ''}): {why}"),
+                         **result)
     ctl.write_state(p["state_file"], want)
     module.exit_json(changed=True, **result)
 

@@ -275,6 +275,41 @@ def clear_store(env, password):
     return str(namespace)
 
 
+# What `ray start` prints when the new raylet did not register with the GCS within Ray's fixed 30 s
+# (ray/_private/node.py): many nodes starting at once on few cores, or an overloaded head.
+_STARTUP_TIMEOUT = "timed out during startup"
+# The line of a traceback that says what went wrong: "SomeError: what" (Python's last line of an exception).
+_ERROR_LINE = re.compile(r"^\s*(?:[A-Za-z_][\w.]*(?:Error|Exception)|Exception): (.{1,300})")
+
+
+def start_failure(text):
+    """(the one line that says why `ray start` failed, whether it was the startup timeout): never the traceback."""
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    if any(_STARTUP_TIMEOUT in line for line in lines):
+        return ("the new raylet did not register with the head within Ray's 30 s (too many nodes starting at once "
+                "for the head, or an overloaded GCS)"), True
+    for line in reversed(lines):
+        match = _ERROR_LINE.match(line)
+        if match:
+            return match.group(1), False
+    return (lines[-1][:300] if lines else "no output"), False
+
+
+def wait_for_port(host, port, timeout_s, sleep=time.sleep, clock=time.monotonic):
+    """Whether host:port accepts a TCP connection within timeout_s (the head's GCS, before a retried start)."""
+    import socket
+
+    deadline = clock() + timeout_s
+    while True:
+        try:
+            with socket.create_connection((host, port), timeout=5):
+                return True
+        except OSError:
+            if clock() >= deadline:
+                return False
+            sleep(2)
+
+
 def plan(running, state, want_fingerprint, cleanup_legacy, restart=False, gcs_alive=True):
     """Decide what to do for state=started.
 

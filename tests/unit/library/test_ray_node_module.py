@@ -32,9 +32,10 @@ class Host:
             self.raylets = []
             return 0, "Stopped all 7 Ray processes.", ""
         if args[1] == "start":
-            if self.start[0] == 0:
+            result = self.start.pop(0) if isinstance(self.start, list) else self.start
+            if result[0] == 0:
                 self.raylets = [4242]
-            return self.start
+            return result
         raise AssertionError(f"unexpected command {args}")
 
     def kill_pids(self, pids):
@@ -295,10 +296,63 @@ def test_stop_when_nothing_runs(host, head, capsys):
 def test_failed_start_keeps_no_state(host, head, capsys):
     host.start = (1, "".join(f"line {i}\n" for i in range(30)), "ValueError: port 6379 in use\n")
     code, out = run(capsys, head)
-    # The last 15 lines of the output: enough to see why, not a page of it.
+    # One line naming the node and the cause; the output's last 15 lines are in the result, never in the message.
     tail = [f"line {i}" for i in range(16, 30)] + ["ValueError: port 6379 in use"]
-    assert code == 1 and out["msg"] == "ray start failed (rc=1): " + "\n".join(tail)
+    assert code == 1 and out["msg"] == "ray start failed on 10.0.0.10 (rc=1): port 6379 in use"
+    assert out["stderr_tail"] == "\n".join(tail)
     assert not os.path.exists(head["state_file"])
+
+
+TRACEBACK = ("Traceback (most recent call last):\n  File \"node.py\", line 441, in __init__\n"
+             "Exception: The current node timed out during startup. This could happen because some of the raylet "
+             "failed to startup or the GCS has become overloaded.\n")
+
+
+def worker(head):
+    return {**head, "role": "worker", "node_ip": "10.0.0.11", "head_ip": "10.0.0.10"}
+
+
+def test_a_worker_whose_start_timed_out_starts_again_once_the_head_answers(host, head, capsys, monkeypatch):
+    waited = []
+    monkeypatch.setattr(ray_node.ctl, "wait_for_port", lambda *a: waited.append(a) or True)
+    host.start = [(1, "", TRACEBACK), (0, "Ray runtime started.", "")]
+    code, out = run(capsys, worker(head))
+    assert code == 0 and out["retried"] and out["action"] == "start", out
+    assert waited == [("10.0.0.10", 6379, ray_node.RETRY_WAIT_S)]
+    assert [c[1] for c in host.commands[1:]] == ["start", "stop", "start"]
+    assert os.path.exists(head["state_file"])
+
+
+def test_a_start_that_times_out_twice_is_one_line_naming_the_node(host, head, capsys, monkeypatch):
+    monkeypatch.setattr(ray_node.ctl, "wait_for_port", lambda *a: True)
+    host.start = [(1, "", TRACEBACK), (1, "", TRACEBACK)]
+    code, out = run(capsys, worker(head))
+    assert code == 1 and "\n" not in out["msg"] and "Traceback" not in out["msg"], out
+    assert out["msg"].startswith("ray start failed on 10.0.0.11 (rc=1, started twice): the new raylet did not register")
+    assert "Traceback" in out["stderr_tail"] and not os.path.exists(head["state_file"])
+
+
+def test_a_timed_out_start_whose_head_never_answers_says_so(host, head, capsys, monkeypatch):
+    monkeypatch.setattr(ray_node.ctl, "wait_for_port", lambda *a: False)
+    host.start = [(1, "", TRACEBACK)]
+    code, out = run(capsys, worker(head))
+    assert code == 1 and "the head's GCS 10.0.0.10:6379 did not answer for 120s" in out["msg"], out
+    assert [c[1] for c in host.commands[1:]] == ["start"]
+
+
+def test_a_head_whose_start_timed_out_is_not_retried(host, head, capsys, monkeypatch):
+    monkeypatch.setattr(ray_node.ctl, "wait_for_port", lambda *a: pytest.fail("a head waits for no head"))
+    host.start = [(1, "", TRACEBACK)]
+    code, out = run(capsys, head)
+    assert code == 1 and out["msg"].startswith("ray start failed on 10.0.0.10 (rc=1): the new raylet"), out
+
+
+def test_start_failure_finds_the_cause_never_the_traceback():
+    assert ray_node.ctl.start_failure("a\nRuntimeError: no GCS at 1.2.3.4:6379\n  more\n") == \
+        ("no GCS at 1.2.3.4:6379", False)
+    assert ray_node.ctl.start_failure("just words\n") == ("just words", False)
+    assert ray_node.ctl.start_failure("") == ("no output", False)
+    assert ray_node.ctl.start_failure(TRACEBACK)[1] is True
 
 
 def test_python_without_ray_fails_before_anything_runs(host, head, capsys):
