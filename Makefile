@@ -39,8 +39,10 @@ unit: venv
 unit-verl: lab-venv
 	$(LAB_VENV)/bin/python -m pytest -q -p no:cacheprovider --noconftest tests/unit/lab/test_verl_cpu.py
 
+# Each test's time goes to .reports/integration.xml (.ci/run ends with the slowest); --durations prints them too.
 integration: venv system-deps
-	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/pytest -q -x -p no:cacheprovider tests/integration
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/pytest -q -x -p no:cacheprovider --durations=10 \
+	  --junitxml=.reports/integration.xml tests/integration
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/molecule test
 
 test: lint unit unit-verl integration
