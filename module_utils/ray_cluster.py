@@ -228,3 +228,20 @@ def collect_job_logs(dashboard_url, node_ids, job_id, tail=200, max_files=8, tim
                 continue
             found.append((f"{node_id[:8]}-{name}", text))
     return found
+
+
+def job_log_tail(dashboard_url, submission_id, lines, timeout=30):
+    """The last `lines` lines of a job's driver log, through Ray's state API (the driver node's agent reads them from
+    the file's end: no ranged read exists, but a tail costs about what it returns)."""
+    from ray.util.state import get_log
+
+    data = b"".join(get_log(address=dashboard_url, submission_id=submission_id, tail=lines, timeout=timeout,
+                            encoding=None))
+    return data.decode("utf-8", errors="replace")
+
+
+def job_log_chunks(dashboard_url, submission_id, timeout=60):
+    """A job's whole driver log as byte chunks, streamed through Ray's state API (never held whole)."""
+    from ray.util.state import get_log
+
+    return get_log(address=dashboard_url, submission_id=submission_id, tail=-1, timeout=timeout, encoding=None)

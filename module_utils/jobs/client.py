@@ -34,7 +34,16 @@ class JobClient:
             raise
 
     def logs(self, sid):
+        """The driver log whole (Ray's job API): only when the state API's stream cannot serve it."""
         return self.sdk.get_job_logs(sid)
+
+    def log_tail(self, sid, lines):
+        """The driver log's last lines (Ray's state API)."""
+        return rc.job_log_tail(self.url, sid, lines)
+
+    def log_stream(self, sid):
+        """The driver log whole, as byte chunks (Ray's state API)."""
+        return rc.job_log_chunks(self.url, sid)
 
     def stop(self, sid):
         return self.sdk.stop_job(sid)

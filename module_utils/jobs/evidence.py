@@ -5,155 +5,22 @@ the record's status lock (Record.save_status), worked out again if a stop gave i
 written at all if another run finalised the record first.
 """
 
-import hashlib
-import json
 import os
-import stat
 import time
 
 from ansible.module_utils import conventions, diagnosis
 from ansible.module_utils import ray_cluster as rc
 from ansible.module_utils import verl_metrics as vm
 from ansible.module_utils.jobs import client as jc
-from ansible.module_utils.jobs import hang, progress
-from ansible.module_utils.jobs.record import LockTimeout, json_text, now_ms, read_json, record_lock
+from ansible.module_utils.jobs import driver_log, files, hang, progress
+from ansible.module_utils.jobs.record import json_text, now_ms, read_json
 from ansible.module_utils.jobs.status import Merge, final_state
 from ansible.module_utils.jobspec_fields import TRAINERS
 
 # How long a failed job with no known signature waits for its driver's node to be declared DEAD.
 NODE_DEATH_WAIT_S = 30
-# The driver log's parse so far, beside logs/driver.log (see refresh_log), the lock its writers hold, how long one
-# waits for it, and how much of the log's head the sidecar's digest covers.
-PARSED_FILE = "driver.log.parsed.json"
-LOCK_FILE = ".driver_log.lock"
-LOCK_WAIT_S = 30
-HEAD_CHARS = 4096
-# What is read of the record's driver.log when Ray serves none.
-KEPT_CAP = 1 << 28
-
-
-class LogText(str):
-    """The driver log's text with control characters and escapes removed (conventions.printable: do=logs shows its
-    tail), carrying `parsed`, verl_metrics.fold's state of the whole log (its console step lines), `size`, the length
-    Ray's text had, and `metrics`, progress.refresh's state of the record's metrics.jsonl (None: there is none)."""
-
-
-def _log_text(text, parsed, size=None, metrics=None):
-    out = LogText(conventions.printable(text))
-    out.parsed, out.size, out.metrics = parsed, len(text) if size is None else size, metrics
-    return out
-
-
-def _parsed_path(job):
-    return os.path.join(os.path.dirname(job.rec["driver_log"]), PARSED_FILE)
-
-
-def _read_kept(path, limit=None):
-    """A record file's text (not through a link, at most limit bytes), or "" when it cannot be read."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return ""
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            return ""
-        return handle.read(limit if limit is not None else -1).decode("utf-8", errors="replace")
-
-
-def _read_state(job):
-    """The sidecar's state when it has the shape refresh_log writes, else None (the log is then taken whole)."""
-    try:
-        state = json.loads(_read_kept(_parsed_path(job), 1 << 16) or "null")
-    except ValueError:
-        return None
-    ints = ("offset", "log_bytes", "head_chars")
-    if (not isinstance(state, dict) or not all(type(state.get(k)) is int and state[k] >= 0 for k in ints)
-            or not isinstance(state.get("head"), str) or not isinstance(state.get("parsed"), dict)
-            or set(state["parsed"]) != set(vm.new_state())):
-        return None
-    return state
-
-
-def _digest(text):
-    return hashlib.sha256(text.encode("utf-8", errors="replace")).hexdigest()
-
-
-def _append(job, path, text, expected_size):
-    """Append text to a record file that is still expected_size bytes long (not through a link); its new size, or
-    None when the file is not what the sidecar says (then the log is written whole)."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    with os.fdopen(fd, "ab") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode) or info.st_size != expected_size:
-            return None
-        handle.write(text.encode("utf-8"))
-        handle.flush()
-        os.fsync(handle.fileno())
-        size = os.fstat(handle.fileno()).st_size
-    job.record.changed = True
-    return size
-
-
-def refresh_log(job, final=False):
-    """The driver log: Ray's, its new lines appended to the record's logs/driver.log (redacted) and parsed, with the
-    metrics so far; when Ray has none (the driver's node died, the head forgot the job), what the record kept,
-    which is never replaced by nothing. Returns a LogText.
-
-    Ray's job API has no ranged read: GET /api/jobs/<id>/logs (JobSubmissionClient.get_job_logs) returns the whole
-    log, and its /logs/tail websocket streams it from the start; the state API's /api/v0/logs/file gives only the
-    last N lines. So the text is fetched whole, but only what it gained since the last look is written and parsed:
-    the sidecar (PARSED_FILE, beside driver.log) keeps how much of Ray's text the record holds, a digest of its head
-    (so another text is taken whole again), driver.log's size, and the parse so far (verl_metrics.fold's state).
-    Only whole lines are taken while the job runs (a secret is never redacted in halves); final takes the rest.
-    verl's own metrics (the record's metrics.jsonl) are read alongside, their new lines only (module_utils/jobs/
-    progress.py)."""
-    metrics = progress.refresh(job, final)
-    try:
-        text = job.client.logs(job.sid)
-    except Exception:  # noqa: BLE001 - logs are best effort while a job starts
-        text = ""
-    if not text:
-        state = _read_state(job)
-        kept = _read_kept(job.rec["driver_log"], KEPT_CAP)
-        if state is None:
-            state = {"parsed": vm.new_state()}
-            vm.fold(state["parsed"], kept)
-        return _log_text(kept, state["parsed"], metrics=metrics)
-    try:
-        with record_lock(job.rec["dir"], timeout_s=LOCK_WAIT_S, name=LOCK_FILE):
-            parsed = _take(job, text, final)
-    except LockTimeout:  # another run holds the log for long: this look parses it and writes nothing
-        parsed = vm.new_state()
-        vm.fold(parsed, text)
-    return _log_text(text, parsed, metrics=metrics)
-
-
-def _take(job, text, final):
-    """Under the log's lock: append and parse what Ray's text gained; returns the parse of the whole log."""
-    state = _read_state(job)
-    end = len(text) if final else text.rfind("\n") + 1
-    whole = (state is None or state["offset"] > len(text) or state["head_chars"] > len(text)
-             or _digest(text[:state["head_chars"]]) != state["head"])
-    if not whole and end <= state["offset"]:
-        return state["parsed"]
-    if whole:
-        state = {"offset": 0, "log_bytes": 0, "parsed": vm.new_state()}
-    new = text[state["offset"]:end]
-    vm.fold(state["parsed"], new)
-    size = None if whole else _append(job, job.rec["driver_log"], job.redact(new), state["log_bytes"])
-    if size is None:  # the first look, another text, or a driver.log that is not what the sidecar says
-        if not whole:
-            state["parsed"] = vm.new_state()
-            vm.fold(state["parsed"], text[:end])
-        job.record.write_text(job.rec["driver_log"], job.redact(text[:end]))
-        size, whole = os.path.getsize(job.rec["driver_log"]), True
-    head = min(end, HEAD_CHARS)
-    state.update(offset=end, log_bytes=size, head_chars=head, head=_digest(text[:head]))
-    job.record.write_text(_parsed_path(job), json_text(state))
-    return state["parsed"]
+# What the diagnosis reads of the record's driver.log: its end, where a failure says why.
+DIAGNOSIS_CAP = 8 << 20
 
 
 def snapshot(job, when):
@@ -185,7 +52,7 @@ def finalize(job, info, status):
     if recorded.final:
         return recorded
     status.reason = status.reason or recorded.reason
-    log = refresh_log(job, final=True)
+    log = driver_log.refresh_log(job, final=True)
     nodes = snapshot(job, "post")
     summary = jc.summary(info)
     note_outage(status, summary["start_time"], job.client.head_started_ms(nodes), None, "finalize")
@@ -343,8 +210,14 @@ def collect_logs(job, summary):
 
 
 def classify(job, log, collected, status):
-    """Why the job failed (module_utils/diagnosis.py), from its driver log and the logs collected."""
-    found = diagnosis.classify([("logs/driver.log", log), *((f"debug/logs/{n}", t) for n, t in collected)],
+    """Why the job failed (module_utils/diagnosis.py), from the end of the record's driver log (bounded, whatever the
+    log's size; else what this look saw of Ray's) and the logs collected."""
+    try:
+        kept = files.read_text(job.rec["driver_log"], DIAGNOSIS_CAP, tail=True, base=job.rec["dir"])
+    except (OSError, files.RecordError):
+        kept = None
+    text = conventions.printable(kept) if kept else log
+    found = diagnosis.classify([("logs/driver.log", text), *((f"debug/logs/{n}", t) for n, t in collected)],
                                {"reason": status.reason, "error_type": status.error_type, "message": status.message})
     if found is None:
         return {"kind": "unknown", "evidence": None,

@@ -8,6 +8,7 @@ directory), a record's lock files are opened by open_lock (never created through
 files or names go through ascii_int (ASCII digits only, a length cap). Standard library only.
 """
 
+import contextlib
 import errno
 import os
 import re
@@ -190,6 +191,67 @@ def write_atomic(path, data, base=None, mode=0o644):
         raise OSError(exc.errno, exc.strerror, path) from None
     finally:
         os.close(dir_fd)
+
+
+@contextlib.contextmanager
+def open_append(path, expected_size, base=None):
+    """The regular file at path opened to append, if it is expected_size bytes long (never through a symlink, a FIFO
+    never blocks); RecordError when it is not what the caller expects. The data reaches the disk before it closes."""
+    dir_fd, leaf = _open_parent(path, base)
+    try:
+        fd = os.open(leaf, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _symlink(path) from None
+        raise OSError(exc.errno, exc.strerror, path) from None
+    finally:
+        os.close(dir_fd)
+    with os.fdopen(fd, "ab") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size != expected_size:
+            raise RecordError(f"{path}: is not the file this run expects (another size or kind)")
+        yield handle
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+class AtomicWriter:
+    """Write a file in pieces through a temporary file beside it, renamed over path on success (write_atomic for
+    data too big to hold: the path is reached as write_atomic reaches it). discard() drops it; `size` is what was
+    written."""
+
+    def __init__(self, path, base=None, mode=0o644):
+        self.path, self.base, self.mode, self.size, self._keep = path, base, mode, 0, True
+
+    def __enter__(self):
+        self._dir_fd, self._leaf = _open_parent(self.path, self.base)
+        self._tmp = f".tmp-{uuid.uuid4().hex[:12]}"
+        fd = os.open(self._tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, self.mode,
+                     dir_fd=self._dir_fd)
+        self._handle = os.fdopen(fd, "wb")
+        return self
+
+    def write(self, data):
+        self._handle.write(data)
+        self.size += len(data)
+
+    def discard(self):
+        self._keep = False
+
+    def __exit__(self, kind, value, traceback):
+        try:
+            if kind is None and self._keep:
+                self._handle.flush()
+                os.fsync(self._handle.fileno())
+                os.fchmod(self._handle.fileno(), self.mode)
+            self._handle.close()
+            if kind is None and self._keep:
+                os.replace(self._tmp, self._leaf, src_dir_fd=self._dir_fd, dst_dir_fd=self._dir_fd)
+            else:
+                os.unlink(self._tmp, dir_fd=self._dir_fd)
+        finally:
+            os.close(self._dir_fd)
+        return False
 
 
 def open_lock(path):

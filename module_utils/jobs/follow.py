@@ -4,7 +4,7 @@ import time
 
 from ansible.module_utils import conventions
 from ansible.module_utils.jobs import client as jc
-from ansible.module_utils.jobs import evidence, files, hang, reconcile
+from ansible.module_utils.jobs import driver_log, evidence, files, hang, reconcile
 from ansible.module_utils.jobs.files import RecordError
 from ansible.module_utils.jobs.job import Failed
 from ansible.module_utils.jobs.record import now_ms
@@ -93,7 +93,7 @@ def follow(module, job):
         if time.monotonic() >= deadline:
             break
         time.sleep(1)
-    log = evidence.refresh_log(job)
+    log = driver_log.refresh_log(job)
     status.state = summary["status"]
     ended = look(job, status, info, log)
     if ended is not None:
@@ -156,7 +156,7 @@ def refresh(module, job):
             else:
                 status.state = jc.summary(info)["status"]
                 job.save_status(status)
-        log = evidence.refresh_log(job)
+        log = driver_log.refresh_log(job)
     return status, log, info
 
 
@@ -172,14 +172,13 @@ def status_action(module, job):
 def logs_action(module, job):
     """action=logs: the record brought up to date (Ray's log copied into it), then the log's tail. The record's
     logs/driver.log is checked as a small regular file (files.read_small): a symlink or a FIFO there is named and
-    nothing is shown (what was read meanwhile may have come through it); else the text refresh took (Ray's), or the
-    record's own when there is none (check mode, or Ray has no log)."""
-    status, log, _ = refresh(module, job)
+    nothing is shown (what was read meanwhile may have come through it); else the record's log, which refresh brought
+    up to date with Ray's (its whole lines; in check mode, or when Ray has no log, as the record had it)."""
+    status, _, _ = refresh(module, job)
     try:
         kept = files.read_text(job.rec["driver_log"], LOG_TAIL_BYTES, tail=True, base=job.rec["dir"])
     except (OSError, RecordError) as exc:
         return dict(job.result(status, f"{job.sid}: {status.state}; not shown: {conventions.one_line(str(exc), 300)}"),
                     log_tail="")
-    log = log or conventions.printable(kept or "")  # refresh's text is printable already (evidence.LogText)
-    tail = "\n".join(log.splitlines()[-LOG_TAIL_LINES:])
+    tail = "\n".join(conventions.printable(kept or "").splitlines()[-LOG_TAIL_LINES:])
     return dict(job.result(status, f"{job.sid}: {status.state}"), log_tail=job.redact(tail))

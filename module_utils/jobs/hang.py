@@ -21,10 +21,10 @@ IDLE_SHOWN_S = 60
 
 
 def last_step(log):
-    """The newest verl step: what verl's metrics.jsonl says (a log from evidence.refresh_log carries it as `metrics`),
+    """The newest verl step: what verl's metrics.jsonl says (a log from driver_log.refresh_log carries it as `metrics`),
     else the last console step line's number, or None.
 
-    A log from evidence.refresh_log carries its parse so far (`parsed`, verl_metrics.fold's state): nothing is
+    A log from driver_log.refresh_log carries its parse so far (`parsed`, verl_metrics.fold's state): nothing is
     searched again; a plain text is parsed once."""
     metrics = getattr(log, "metrics", None)
     if metrics is not None and metrics.get("last_step") is not None:

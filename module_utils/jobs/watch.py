@@ -10,7 +10,7 @@ read is reported, never changed; when Ray cannot be read the whole pass fails (f
 
 from ansible.module_utils import conventions
 from ansible.module_utils.jobs import client as jc
-from ansible.module_utils.jobs import evidence, follow, reconcile
+from ansible.module_utils.jobs import driver_log, evidence, follow, reconcile
 from ansible.module_utils.jobs.job import Failed, Job
 from ansible.module_utils.jobs.record import now_ms
 from ansible.module_utils.jobs.status import RecordError
@@ -49,7 +49,7 @@ def one(module, job, head_started):
             return "open", status
     if jc.is_terminal(info) or status.reason == "PENDING_TIMEOUT":
         return "finalized", evidence.finalize(job, info, status)
-    log = evidence.refresh_log(job)
+    log = driver_log.refresh_log(job)
     status.state = summary["status"]
     ended = follow.look(job, status, info, log)
     if ended is not None:

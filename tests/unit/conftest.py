@@ -17,6 +17,8 @@ def ray(monkeypatch):
     monkeypatch.setattr(rc, "cluster_status_text", lambda url, token: "======== Autoscaler status ========")
     monkeypatch.setattr(rc, "list_actor_summaries", lambda url, limit=1000: [])
     monkeypatch.setattr(rc, "list_alive_actor_nodes", lambda url: [])
+    monkeypatch.setattr(rc, "job_log_tail", fake.log_tail)
+    monkeypatch.setattr(rc, "job_log_chunks", fake.log_chunks)
     for module in (evidence, follow, record, submit):
         monkeypatch.setattr(module, "time", clock)
 

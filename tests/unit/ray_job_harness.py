@@ -62,6 +62,7 @@ class FakeRay:
     def __init__(self, clock):
         self.clock = clock
         self.jobs, self.logs = {}, {}
+        self.served = 0  # characters of driver logs Ray served
         self.submitted, self.stopped, self.clients = [], [], []
         self.submit_error = None
         self.stop_to = "STOPPED"  # what stop_job makes of a job; None: it keeps its state
@@ -112,7 +113,24 @@ class FakeRay:
             handle.write(data)
 
     def get_job_logs(self, sid):
+        self.served += len(self.logs.get(sid, ""))
         return self.logs.get(sid, "")
+
+    def log_tail(self, url, sid, lines):
+        """Ray's state API: the log's last `lines` lines (a 404-like error for a job without a log)."""
+        if sid not in self.logs:
+            raise RuntimeError(f"no log of {sid}")
+        text = "".join(self.logs[sid].splitlines(keepends=True)[-lines:])
+        self.served += len(text)
+        return text
+
+    def log_chunks(self, url, sid):
+        """Ray's state API: the whole log, streamed in chunks."""
+        if sid not in self.logs:
+            raise RuntimeError(f"no log of {sid}")
+        data = self.logs[sid].encode("utf-8")
+        self.served += len(self.logs[sid])
+        return (data[i:i + 7] for i in range(0, len(data), 7))  # chunks that split lines and characters
 
     def list_jobs(self):
         return list(self.jobs.values())

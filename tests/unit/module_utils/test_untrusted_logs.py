@@ -11,7 +11,7 @@ import time
 import pytest
 from ansible.module_utils import conventions, diagnosis
 from ansible.module_utils import verl_metrics as vm
-from ansible.module_utils.jobs import evidence, files, hang, progress
+from ansible.module_utils.jobs import driver_log, evidence, files, hang, progress
 from ansible.module_utils.jobs.status import JobStatus
 from blocking import within
 from ray_job_harness import RecordJob
@@ -127,7 +127,7 @@ def assert_printable(line):
 def test_control_characters_never_reach_the_progress_line(job, log):
     """The console path: a job that is not verl, whose own step lines are what its progress line shows."""
     status = running()
-    for text in (log, evidence._log_text(log, _parsed(log))):
+    for text in (log, driver_log.log_text(log, _parsed(log))):
         line = evidence.progress_line(job, running_info(), status, text)
         assert "step:3 - train/loss:1.0" in line
         assert_printable(line)
@@ -156,7 +156,7 @@ def test_nothing_odd_in_metrics_jsonl_reaches_the_progress_line(job, lines):
     """The metrics path: whatever metrics.jsonl holds, the progress line shows the step and the known values only."""
     job.config.tensorboard_url = "http://10.0.0.10:6006"
     job.write_metrics(lines.encode("utf-8", errors="surrogateescape") + b"\n")
-    log = evidence.refresh_log(job, final=True)
+    log = driver_log.refresh_log(job, final=True)
     line = evidence.progress_line(job, running_info(), running(), log)
     assert_printable(line)
     assert line.endswith("; step 3, loss 1; http://10.0.0.10:6006/?runFilter=j-1#timeseries"), line
@@ -194,7 +194,7 @@ def test_a_symlinked_or_fifo_metrics_jsonl_is_never_followed_and_never_blocks(jo
         os.mkfifo(path)
     job.text = "step:2 - train/loss:0.5\n"
     for final in (False, True):
-        result = within(5, lambda final=final: evidence.refresh_log(job, final), path if kind == "fifo" else None)
+        result = within(5, lambda final=final: driver_log.refresh_log(job, final), path if kind == "fifo" else None)
         assert "error" not in result and result["value"].metrics is None
         line = evidence.progress_line(job, running_info(), running(), result["value"])
         assert "4242" not in line and "77" not in line and line.endswith("; step:2 - train/loss:0.5")
@@ -211,5 +211,5 @@ def _parsed(text):
 def test_the_diagnosis_evidence_and_the_logs_tail_are_printable():
     found = diagnosis.classify([("d", f"NodeDiedError {ESCAPES} here")])
     assert found["evidence"]["line"] == "NodeDiedError here"
-    tail = evidence._log_text(f"a{NASTY}\nb\n", _parsed(""))
+    tail = driver_log.log_text(f"a{NASTY}\nb\n", _parsed(""))
     assert tail == "a\nb\n" and tail.splitlines()[-1] == "b"

@@ -3,7 +3,7 @@
 import pytest
 from ansible.module_utils import conventions
 from ansible.module_utils import verl_metrics as vm
-from ansible.module_utils.jobs import evidence, hang, progress
+from ansible.module_utils.jobs import driver_log, hang, progress
 from ansible.module_utils.jobs.status import JobStatus
 
 MIN = 60_000
@@ -58,10 +58,10 @@ def test_a_job_whose_step_stopped_moving_is_hung_once_per_stall():
 
 
 def with_metrics(text, last_step):
-    """The log as evidence.refresh_log gives it: its console parse, and the state of verl's metrics.jsonl."""
+    """The log as driver_log.refresh_log gives it: its console parse, and the state of verl's metrics.jsonl."""
     parsed = vm.new_state()
     vm.fold(parsed, text)
-    return evidence._log_text(text, parsed, metrics={**progress.new_state(), "last_step": last_step})
+    return driver_log.log_text(text, parsed, metrics={**progress.new_state(), "last_step": last_step})
 
 
 def test_a_verl_jobs_step_is_its_metrics_step_before_its_consoles():

@@ -1,0 +1,244 @@
+"""A job's driver log, copied into its record a look at a time: each look reads about what the log gained.
+
+Ray's job API has no ranged read (GET /api/jobs/<id>/logs returns the log whole; its websocket streams it from the
+start), but its state API serves a file's last N lines (/api/v0/logs/file?submission_id=<id>&lines=N, read by the
+driver node's agent from the end). So a look asks for the log's last lines and finds where the record's copy ends in
+them: the last whole lines the record took, up to ANCHOR characters (the sidecar PARSED_FILE beside driver.log keeps
+their digest and length, never the text: a log holds secrets until it is redacted), found once and only once. What
+follows is new: redacted, appended to logs/driver.log and parsed (verl_metrics.fold). The number of
+lines asked for follows what the last look needed and grows eightfold until the anchor shows, so a poll costs about
+the bytes the log gained, whatever its size.
+
+When the anchor cannot be placed for sure (the first look, a tail that holds it twice: a log repeating itself, a log
+replaced, a sidecar or driver.log that is not what this module wrote), the log is taken whole, streamed in chunks and
+written through a temporary file, so the head's memory stays bounded by a chunk and the longest line. Only whole lines
+are taken while the job runs (a secret is never redacted in halves); the final look takes the rest. Without Ray's log
+(the driver's node died, the head forgot the job) the record keeps what it has, never replaced by nothing.
+"""
+
+import codecs
+import hashlib
+import itertools
+import json
+import os
+
+from ansible.module_utils import conventions
+from ansible.module_utils import verl_metrics as vm
+from ansible.module_utils.jobs import files, progress
+from ansible.module_utils.jobs.record import LockTimeout, json_text, record_lock
+
+# The parse so far, beside logs/driver.log, the lock its writers hold, and how long one waits for it.
+PARSED_FILE = "driver.log.parsed.json"
+LOCK_FILE = ".driver_log.lock"
+LOCK_WAIT_S = 30
+# How much of the end of the text taken marks where the record's copy ends, and the tail sizes asked for.
+ANCHOR = 4096
+MIN_LINES, MAX_LINES = 200, 1 << 20
+# What a LogText carries of the text (its end: do=logs and the diagnosis read the record's file).
+SHOWN = 1 << 20
+
+
+class LogText(str):
+    """The end of the driver log's text as this look saw it, control characters and escapes removed
+    (conventions.printable), carrying `parsed`, verl_metrics.fold's state of the whole log (its console step lines),
+    `size`, the length Ray's log had, and `metrics`, progress.refresh's state of the record's metrics.jsonl (None:
+    there is none)."""
+
+
+def log_text(text, parsed, size=None, metrics=None):
+    out = LogText(conventions.printable(text[-SHOWN:]))
+    out.parsed, out.size, out.metrics = parsed, len(text) if size is None else size, metrics
+    return out
+
+
+def _sidecar(job):
+    return os.path.join(os.path.dirname(job.rec["driver_log"]), PARSED_FILE)
+
+
+def read_state(job):
+    """The sidecar's state when it has the shape _save writes, else None (the log is then taken whole)."""
+    try:
+        state = json.loads(files.read_text(_sidecar(job), 1 << 16, base=job.rec["dir"]) or "null")
+    except (OSError, ValueError, files.RecordError):
+        return None
+    ints = ("offset", "log_bytes", "lines")
+    if (not isinstance(state, dict) or not all(type(state.get(k)) is int and state[k] >= 0 for k in ints)
+            or not _anchor_shape(state.get("anchor"))
+            or not isinstance(state.get("parsed"), dict) or set(state["parsed"]) != set(vm.new_state())):
+        return None
+    return state
+
+
+def _anchor_shape(anchor):
+    return anchor is None or (isinstance(anchor, dict) and set(anchor) == {"size", "sha", "last"}
+                              and type(anchor["size"]) is int and anchor["size"] > 0
+                              and all(isinstance(anchor[k], str) and len(anchor[k]) == 64 for k in ("sha", "last")))
+
+
+def _digest(text):
+    return hashlib.sha256(text.encode("utf-8", errors="replace")).hexdigest()
+
+
+def anchor_of(text):
+    """Where a copy ending with text ends: the digest and length of its last whole lines (up to ANCHOR characters,
+    at least one line), and of its last line; None for no text."""
+    lines = text.splitlines(keepends=True)
+    if not lines:
+        return None
+    kept = [lines.pop()]
+    size = len(kept[0])
+    while lines and size + len(lines[-1]) <= ANCHOR:
+        kept.insert(0, lines.pop())
+        size += len(kept[0])
+    return {"size": size, "sha": _digest("".join(kept)), "last": _digest(kept[-1])}
+
+
+def find_anchor(tail, anchor):
+    """The ends of anchor's places in tail: one is the place; none, it is older than the tail; more, the log repeats
+    itself (no place for sure). Each line of the tail is hashed once, the anchor's whole only where its last
+    line matches: linear in the tail."""
+    found, start = [], 0
+    for line in tail.splitlines(keepends=True):
+        end = start + len(line)
+        if _digest(line) == anchor["last"] and end >= anchor["size"]:
+            begin = end - anchor["size"]
+            if (begin == 0 or tail[begin - 1] == "\n") and _digest(tail[begin:end]) == anchor["sha"]:
+                found.append(end)
+        start = end
+    return found
+
+
+def refresh_log(job, final=False):
+    """Bring the record's logs/driver.log up to date with Ray's (see the module's doc) and parse what it gained;
+    verl's own metrics (the record's metrics.jsonl) are read alongside, their new lines only (progress.py).
+    Returns a LogText."""
+    metrics = progress.refresh(job, final)
+    try:
+        with record_lock(job.rec["dir"], timeout_s=LOCK_WAIT_S, name=LOCK_FILE):
+            return _look(job, final, metrics)
+    except LockTimeout:  # another run holds the log for long: this look writes nothing
+        state = read_state(job)
+        return _kept(job, state["parsed"] if state else None, metrics)
+
+
+def _kept(job, parsed, metrics):
+    """What the record holds, when Ray serves no log: its end, and its parse (from the sidecar, else of that end)."""
+    try:
+        kept = files.read_text(job.rec["driver_log"], SHOWN, tail=True, base=job.rec["dir"]) or ""
+    except (OSError, files.RecordError):
+        kept = ""
+    if parsed is None:
+        parsed = vm.new_state()
+        vm.fold(parsed, kept)
+    return log_text(kept, parsed, metrics=metrics)
+
+
+def _look(job, final, metrics):
+    state = read_state(job)
+    found = _tail_after_anchor(job, state) if state is not None and state["anchor"] else None
+    if found is None:
+        return _whole(job, final, metrics, state)
+    tail, at = found
+    new = tail[at:]
+    end = len(new) if final else new.rfind("\n") + 1
+    taken = new[:end]
+    if taken:
+        size = _append(job, job.redact(taken), state["log_bytes"])
+        if size is None:  # driver.log is not what the sidecar says: the log is taken whole
+            return _whole(job, final, metrics, state)
+        vm.fold(state["parsed"], taken)
+        state.update(offset=state["offset"] + end, log_bytes=size, anchor=anchor_of(tail[:at + end][-SHOWN:]))
+    lines = min(MAX_LINES, max(MIN_LINES, 2 * new.count("\n") + 64))
+    if taken or lines != state["lines"]:  # a look that found nothing new writes nothing
+        state["lines"] = lines
+        _save(job, state)
+    return log_text(new, state["parsed"], size=state["offset"] + len(new) - end, metrics=metrics)
+
+
+def _tail_after_anchor(job, state):
+    """(Ray's log's tail, where the record's copy ends in it), or None when that cannot be placed for sure."""
+    lines = state["lines"] or MIN_LINES
+    while True:
+        try:
+            tail = job.client.log_tail(job.sid, lines)
+        except Exception:  # noqa: BLE001 - no tail (the state API or the node's agent): the log is taken whole
+            return None
+        found = find_anchor(tail, state["anchor"])
+        if len(found) == 1:
+            return tail, found[0]
+        if found or tail.count("\n") < lines - 1 or lines >= MAX_LINES:  # twice, or the whole log without it
+            return None
+        lines = min(MAX_LINES, lines * 8)
+
+
+def _append(job, text, expected_size):
+    """Append text to driver.log if it is still expected_size bytes long (not through a link); its new size, or
+    None when the file is not what the sidecar says."""
+    try:
+        with files.open_append(job.rec["driver_log"], expected_size, base=job.rec["dir"]) as handle:
+            handle.write(text.encode("utf-8"))
+            size = handle.tell()
+    except (OSError, files.RecordError):
+        return None
+    job.record.changed = True
+    return size
+
+
+def _whole(job, final, metrics, state):
+    """Take Ray's log whole, streamed: driver.log written anew through a temporary file, parsed from the start."""
+    chunks = _chunks(job)
+    if chunks is None:
+        return _kept(job, state["parsed"] if state else None, metrics)
+    parsed, decoder = vm.new_state(), codecs.getincrementaldecoder("utf-8")(errors="replace")
+    pending, taken, tail = "", 0, ""
+    with files.AtomicWriter(job.rec["driver_log"], base=job.rec["dir"]) as out:
+        try:
+            for chunk in chunks:
+                pending += decoder.decode(chunk)
+                cut = pending.rfind("\n") + 1
+                if cut:
+                    _take(job, out, parsed, pending[:cut])
+                    taken, tail, pending = taken + cut, (tail + pending[:cut])[-SHOWN:], pending[cut:]
+        except Exception:  # noqa: BLE001 - the stream broke off (a node that died): the record keeps what it has
+            out.discard()
+            return _kept(job, state["parsed"] if state else None, metrics)
+        pending += decoder.decode(b"", final=True)
+        if final and pending:
+            _take(job, out, parsed, pending)
+            taken, tail, pending = taken + len(pending), (tail + pending)[-SHOWN:], ""
+        if not taken:  # Ray has no text yet: the record keeps what it has
+            out.discard()
+            return _kept(job, state["parsed"] if state else None, metrics)
+        size = out.size
+    job.record.changed = True
+    _save(job, {"offset": taken, "log_bytes": size, "anchor": anchor_of(tail), "lines": MIN_LINES, "parsed": parsed})
+    return log_text(tail + pending, parsed, size=taken + len(pending), metrics=metrics)
+
+
+def _take(job, out, parsed, text):
+    vm.fold(parsed, text)
+    out.write(job.redact(text).encode("utf-8"))
+
+
+def _chunks(job):
+    """Ray's log as byte chunks (its state API's stream of the whole file), else its job API's text whole; None
+    when Ray has no log for the job."""
+    try:
+        stream = iter(job.client.log_stream(job.sid))
+        first = next(stream, None)
+    except Exception:  # noqa: BLE001 - no stream (the state API or the node's agent): the job API below
+        first = None
+    if first is not None:
+        return itertools.chain([first], stream)
+    try:
+        text = job.client.logs(job.sid)
+    except Exception:  # noqa: BLE001 - logs are best effort while a job starts
+        return None
+    return [text.encode("utf-8")] if text else None
+
+
+def _save(job, state):
+    try:
+        job.record.write_text(_sidecar(job), json_text(state))
+    except OSError:
+        pass  # the next look takes the log whole
