@@ -206,7 +206,7 @@ def collect_job_logs(dashboard_url, node_ids, job_id, tail=200, max_files=8, tim
     Ray workers (worker-*-<job_id>-*.err). Read through Ray's state API (no ssh, no CLI); a node
     that cannot be read is skipped (a dead node is often why the job failed).
     """
-    from ray.util.state import get_log, list_logs
+    from ray.util.state import list_logs
 
     found = []
     for node_id in sorted({n for n in node_ids if n}):
@@ -222,26 +222,52 @@ def collect_job_logs(dashboard_url, node_ids, job_id, tail=200, max_files=8, tim
             if len(found) >= max_files:
                 return found
             try:
-                text = "".join(get_log(address=dashboard_url, node_id=node_id, filename=name, tail=tail,
-                                       timeout=timeout, errors="replace", filter_ansi_code=True))
+                text = node_log_tail(dashboard_url, node_id, name, tail, timeout)
             except Exception:  # noqa: BLE001, S112 - best effort, like the listing
                 continue
             found.append((f"{node_id[:8]}-{name}", text))
     return found
 
 
-def job_log_tail(dashboard_url, submission_id, lines, timeout=30):
-    """The last `lines` lines of a job's driver log, through Ray's state API (the driver node's agent reads them from
-    the file's end: no ranged read exists, but a tail costs about what it returns)."""
-    from ray.util.state import get_log
 
-    data = b"".join(get_log(address=dashboard_url, submission_id=submission_id, tail=lines, timeout=timeout,
-                            encoding=None))
-    return data.decode("utf-8", errors="replace")
+def _log_file(dashboard_url, params, timeout):
+    """A streamed GET of the state API's /api/v0/logs/file at the dashboard (Ray's get_log asks the GCS for that
+    URL, so it cannot be given the dashboard's), with Ray's own auth headers; raises on any answer but 200."""
+    import urllib.parse
+
+    import requests
+    from ray._private.authentication.http_token_authentication import get_auth_headers_if_auth_enabled
+
+    query = urllib.parse.urlencode({**params, "timeout": timeout})
+    response = requests.get(f"{dashboard_url.rstrip('/')}/api/v0/logs/file?{query}", stream=True,
+                            headers=get_auth_headers_if_auth_enabled({}), timeout=timeout + 10)
+    if response.status_code != 200:
+        text = response.text[:300]
+        response.close()
+        raise RuntimeError(f"Ray's log API answered {response.status_code}: {text}")
+    return response
 
 
-def job_log_chunks(dashboard_url, submission_id, timeout=60):
+def _chunks(response):
+    with response:
+        yield from response.iter_content(chunk_size=1 << 16)
+
+
+def job_log_tail(dashboard_url, submission_id, node_id, lines, timeout=30):
+    """The last `lines` lines of a job's driver log on its driver's node, through Ray's state API (that node's agent
+    reads them from the file's end: no ranged read exists, but a tail costs about what it returns)."""
+    params = {"submission_id": submission_id, "node_id": node_id, "lines": lines}
+    return b"".join(_chunks(_log_file(dashboard_url, params, timeout))).decode("utf-8", errors="replace")
+
+
+def job_log_chunks(dashboard_url, submission_id, node_id, timeout=60):
     """A job's whole driver log as byte chunks, streamed through Ray's state API (never held whole)."""
-    from ray.util.state import get_log
+    return _chunks(_log_file(dashboard_url, {"submission_id": submission_id, "node_id": node_id, "lines": -1},
+                             timeout))
 
-    return get_log(address=dashboard_url, submission_id=submission_id, tail=-1, timeout=timeout, encoding=None)
+
+def node_log_tail(dashboard_url, node_id, filename, lines, timeout=10):
+    """The last `lines` lines of a log file on a node (its agent's), through Ray's state API; ANSI codes removed."""
+    response = _log_file(dashboard_url, {"node_id": node_id, "filename": filename, "lines": lines,
+                                         "filter_ansi_code": "true"}, timeout)
+    return b"".join(_chunks(response)).decode("utf-8", errors="replace")

@@ -23,6 +23,7 @@ class JobClient:
         self.url = dashboard_url
         self.token = token
         self.sdk = client or rc.job_client(dashboard_url, token)
+        self._driver_nodes = {}
 
     def info(self, sid):
         """Ray's JobInfo of sid, or None when Ray does not know it."""
@@ -38,12 +39,22 @@ class JobClient:
         return self.sdk.get_job_logs(sid)
 
     def log_tail(self, sid, lines):
-        """The driver log's last lines (Ray's state API)."""
-        return rc.job_log_tail(self.url, sid, lines)
+        """The driver log's last lines (Ray's state API, which needs the driver's node)."""
+        return rc.job_log_tail(self.url, sid, self.driver_node(sid), lines)
 
     def log_stream(self, sid):
         """The driver log whole, as byte chunks (Ray's state API)."""
-        return rc.job_log_chunks(self.url, sid)
+        return rc.job_log_chunks(self.url, sid, self.driver_node(sid))
+
+    def driver_node(self, sid):
+        """The node the job's driver runs on (it never moves): asked once per client; LookupError before it has one."""
+        if sid not in self._driver_nodes:
+            info = self.info(sid)
+            node = summary(info)["driver_node_id"] if info is not None else None
+            if not node:
+                raise LookupError(f"{sid}: no driver node yet")
+            self._driver_nodes[sid] = node
+        return self._driver_nodes[sid]
 
     def stop(self, sid):
         return self.sdk.stop_job(sid)

@@ -209,9 +209,12 @@ def _whole(job, final, metrics, state):
         if not taken:  # Ray has no text yet: the record keeps what it has
             out.discard()
             return _kept(job, state["parsed"] if state else None, metrics)
-        size = out.size
+        new = {"offset": taken, "log_bytes": out.size, "anchor": anchor_of(tail), "lines": MIN_LINES, "parsed": parsed}
+        if state is not None and all(state[k] == new[k] for k in ("offset", "log_bytes", "anchor")):
+            out.discard()  # the record holds this text already (Ray's tail was not to be had): nothing changes
+            return log_text(tail + pending, parsed, size=taken + len(pending), metrics=metrics)
     job.record.changed = True
-    _save(job, {"offset": taken, "log_bytes": size, "anchor": anchor_of(tail), "lines": MIN_LINES, "parsed": parsed})
+    _save(job, new)
     return log_text(tail + pending, parsed, size=taken + len(pending), metrics=metrics)
 
 

@@ -174,11 +174,14 @@ def logs_action(module, job):
     logs/driver.log is checked as a small regular file (files.read_small): a symlink or a FIFO there is named and
     nothing is shown (what was read meanwhile may have come through it); else the record's log, which refresh brought
     up to date with Ray's (its whole lines; in check mode, or when Ray has no log, as the record had it)."""
-    status, _, _ = refresh(module, job)
+    status, log, _ = refresh(module, job)
     try:
         kept = files.read_text(job.rec["driver_log"], LOG_TAIL_BYTES, tail=True, base=job.rec["dir"])
     except (OSError, RecordError) as exc:
         return dict(job.result(status, f"{job.sid}: {status.state}; not shown: {conventions.one_line(str(exc), 300)}"),
                     log_tail="")
-    tail = "\n".join(conventions.printable(kept or "").splitlines()[-LOG_TAIL_LINES:])
+    text = conventions.printable(kept or "")
+    if log and not log.endswith("\n"):  # the line the driver is writing: Ray's, not yet in the record
+        text += log.rsplit("\n", 1)[-1]
+    tail = "\n".join(text.splitlines()[-LOG_TAIL_LINES:])
     return dict(job.result(status, f"{job.sid}: {status.state}"), log_tail=job.redact(tail))

@@ -116,7 +116,7 @@ class FakeRay:
         self.served += len(self.logs.get(sid, ""))
         return self.logs.get(sid, "")
 
-    def log_tail(self, url, sid, lines):
+    def log_tail(self, url, sid, node_id, lines):
         """Ray's state API: the log's last `lines` lines (a 404-like error for a job without a log)."""
         if sid not in self.logs:
             raise RuntimeError(f"no log of {sid}")
@@ -124,7 +124,7 @@ class FakeRay:
         self.served += len(text)
         return text
 
-    def log_chunks(self, url, sid):
+    def log_chunks(self, url, sid, node_id):
         """Ray's state API: the whole log, streamed in chunks."""
         if sid not in self.logs:
             raise RuntimeError(f"no log of {sid}")
