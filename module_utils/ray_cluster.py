@@ -206,12 +206,10 @@ def collect_job_logs(dashboard_url, node_ids, job_id, tail=200, max_files=8, tim
     Ray workers (worker-*-<job_id>-*.err). Read through Ray's state API (no ssh, no CLI); a node
     that cannot be read is skipped (a dead node is often why the job failed).
     """
-    from ray.util.state import list_logs
-
     found = []
     for node_id in sorted({n for n in node_ids if n}):
         try:
-            listed = list_logs(address=dashboard_url, node_id=node_id, timeout=timeout)
+            listed = node_logs(dashboard_url, node_id, timeout)
         except Exception:  # noqa: BLE001, S112 - best effort: the node may be dead
             continue
         names = [name for files in listed.values() for name in files]
@@ -264,6 +262,23 @@ def job_log_chunks(dashboard_url, submission_id, node_id, timeout=60):
     """A job's whole driver log as byte chunks, streamed through Ray's state API (never held whole)."""
     return _chunks(_log_file(dashboard_url, {"submission_id": submission_id, "node_id": node_id, "lines": -1},
                              timeout))
+
+
+def node_logs(dashboard_url, node_id, timeout=10):
+    """{category: [file names]} of a node's logs, through Ray's state API at the dashboard (as _log_file)."""
+    import urllib.parse
+
+    import requests
+    from ray._private.authentication.http_token_authentication import get_auth_headers_if_auth_enabled
+
+    query = urllib.parse.urlencode({"node_id": node_id, "timeout": timeout})
+    response = requests.get(f"{dashboard_url.rstrip('/')}/api/v0/logs?{query}",
+                            headers=get_auth_headers_if_auth_enabled({}), timeout=timeout + 10)
+    response.raise_for_status()
+    body = response.json()
+    if body.get("result") is False:
+        raise RuntimeError(f"Ray's log API: {str(body.get('msg'))[:300]}")
+    return body["data"]["result"]
 
 
 def node_log_tail(dashboard_url, node_id, filename, lines, timeout=10):
