@@ -139,3 +139,60 @@ def store_check(store, facts, head):
             f"{'on' if check.get('persistence_ok') else 'NOT OK'}, namespace {store['namespace']} "
             f"{'in use by the head' if check.get('cluster_data') else 'EMPTY'}")
     return line, problems
+
+
+# Prometheus's job of Ray's targets (roles/ray_prometheus: its scrape job, and the label Ray's discovery file gives).
+PROMETHEUS_JOB = "ray"
+
+
+def prometheus_targets(answer):
+    """{host: [target, ...]}: the active targets of Ray's job in Prometheus's /api/v1/targets answer."""
+    found = {}
+    data = (answer or {}).get("data") if isinstance(answer, dict) else None
+    for target in (data or {}).get("activeTargets") or []:
+        labels = target.get("labels") or {}
+        if labels.get("job") != PROMETHEUS_JOB:
+            continue
+        host = str(labels.get("instance") or "").rpartition(":")[0].strip("[]")
+        found.setdefault(host, []).append(target)
+    return found
+
+
+def prometheus_check(prometheus, ray_nodes, names):
+    """(line, problems) for Prometheus, when the site runs it (prometheus: None otherwise).
+
+    prometheus: {"url", "sd_file", "host" (where it runs), "answer": its /api/v1/targets, as ansible.builtin.uri
+    registered it}. Every ALIVE node of ray_nodes (Ray's node list) must have a target, and every target of it must
+    be up; a target not scraped yet (health unknown) is no problem. names: {ip: inventory host} for the messages."""
+    if not prometheus:
+        return None, []
+    url, host, answer = prometheus["url"], prometheus["host"], prometheus.get("answer") or {}
+    if answer.get("status") != 200 or not isinstance(answer.get("json"), dict):
+        why = (f"{host}: prometheus: {url} does not answer (ray_prometheus_enabled is on: run up.yml, which starts "
+               "it; its log says why it stopped)")
+        return f"Prometheus {url}: NOT ANSWERING", [why]
+    targets = prometheus_targets(answer["json"])
+    alive = sorted({n["node_ip"] for n in ray_nodes if n.get("state") == "ALIVE" and n.get("node_ip")})
+    problems, up, pending = [], 0, 0
+    for ip in alive:
+        who = names.get(ip, ip)
+        mine = targets.get(ip) or []
+        if not mine:
+            problems.append(f"{who}: prometheus: no target for this ALIVE node (Prometheus reads Ray's node list from "
+                            f"{prometheus['sd_file']} on the head, which Ray rewrites every 5 s: wait a minute, then "
+                            "check that the head's dashboard runs and ray_prometheus_sd_file names that file)")
+        for target in mine:
+            health = target.get("health")
+            where = (target.get("labels") or {}).get("instance", ip)
+            if health == "up":
+                up += 1
+            elif health == "down":
+                why = " ".join(str(target.get("lastError") or "no error given").split())[:200]
+                problems.append(f"{who}: prometheus: target {where} is down ({why}): the node's dashboard agent "
+                                "serves its metrics; re-run up.yml, and check the head reaches that port")
+            else:
+                pending += 1
+    scraped = sum(1 for ip in alive if targets.get(ip))
+    line = (f"Prometheus {url}: {scraped} of {len(alive)} ALIVE nodes have targets, {up} targets up"
+            + (f", {pending} not scraped yet" if pending else ""))
+    return line, problems
