@@ -11,13 +11,17 @@ STORE ?= 1
 
 # System packages the lab and the playbooks need (Debian/Ubuntu, as root).
 # Slurm and munge make the lab a Slurm cluster too (make lab-slurm); their packages start no daemon here.
-# redis-server is for lab-store (Redis for Ray's GCS fault tolerance, roles/ray_store).
+# redis-server is for lab-store (Redis for Ray's GCS fault tolerance, roles/ray_store); prometheus (with promtool) for
+# roles/ray_prometheus on the lab's head and the rules' unit tests; chromium (and a font for its screenshots) for the
+# browser checks of tests/integration/browser.py.
 system-deps:
 	@command -v sshd >/dev/null && command -v ip >/dev/null && command -v findmnt >/dev/null && command -v crontab >/dev/null \
 	  && command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v sbatch >/dev/null && command -v munged >/dev/null \
-	  && command -v redis-server >/dev/null || \
+	  && command -v redis-server >/dev/null && command -v prometheus >/dev/null && command -v promtool >/dev/null \
+	  && command -v chromium >/dev/null && test -d /usr/share/fonts/truetype/dejavu || \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-	    openssh-server openssh-client iproute2 util-linux cron slurmctld slurmd slurm-client munge redis-server)
+	    openssh-server openssh-client iproute2 util-linux cron slurmctld slurmd slurm-client munge redis-server \
+	    prometheus chromium fonts-dejavu-core)
 
 $(BIN)/ansible-playbook: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)

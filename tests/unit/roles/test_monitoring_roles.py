@@ -1,0 +1,76 @@
+"""The cluster owner's services (roles/ray_tensorboard, roles/ray_prometheus, roles/ray_daemon): off for a site,
+on in the lab, started last by up.yml behind their switches, stopped by down.yml, and a unit that needs no quoting."""
+
+import os
+
+import jinja2
+import yaml
+
+from plugin_utils import PROJECT_ROOT, monitoring
+
+ROOT = PROJECT_ROOT
+
+
+def load(*parts):
+    with open(os.path.join(ROOT, *parts), encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+def test_both_are_off_for_a_site_and_on_in_the_lab():
+    defaults = load("roles", "project_defaults", "defaults", "main.yml")
+    assert defaults["ray_tensorboard_enabled"] is False and defaults["ray_prometheus_enabled"] is False
+    assert (defaults["ray_tensorboard_port"], defaults["ray_prometheus_port"]) == (6006, 9090)
+    # Where the dashboard listens, never every interface.
+    assert "ray_dashboard_host" in defaults["ray_monitoring_ip"] and "0.0.0.0" in defaults["ray_monitoring_ip"]
+    lab = load("inventory", "lab", "group_vars", "ray_cluster.yml")
+    assert lab["ray_tensorboard_enabled"] is True and lab["ray_prometheus_enabled"] is True
+    for site in ("example", "example-slurm"):
+        folder = os.path.join(ROOT, "inventory", site, "group_vars")
+        for name in os.listdir(folder) if os.path.isdir(folder) else []:
+            found = load("inventory", site, "group_vars", name) or {}
+            assert not found.get("ray_tensorboard_enabled") and not found.get("ray_prometheus_enabled"), name
+
+
+def test_tensorboard_comes_from_the_nodes_venv_and_serves_the_layouts_jobs():
+    defaults = load("roles", "ray_tensorboard", "defaults", "main.yml")
+    assert defaults["ray_tensorboard_executable"] == "{{ ray_python | dirname }}/tensorboard"
+    assert defaults["ray_tensorboard_bind"] == defaults_prometheus()["ray_prometheus_bind"] == "{{ ray_monitoring_ip }}"
+    with open(os.path.join(ROOT, "roles", "ray_tensorboard", "tasks", "main.yml"), encoding="utf-8") as handle:
+        tasks = handle.read()
+    assert "'shared_root': shared_root_path" in tasks and "/jobs" not in tasks
+
+
+def defaults_prometheus():
+    return load("roles", "ray_prometheus", "defaults", "main.yml")
+
+
+def test_up_starts_them_last_behind_their_switches_and_down_stops_them_first():
+    up = load("playbooks", "up.yml")
+    assert up[-1]["hosts"] == "ray_head" and up[-2]["roles"][-1]["role"] == "ray_ready"
+    started = {t["ansible.builtin.include_role"]["name"]: t["when"] for t in up[-1]["tasks"]}
+    assert started == {"ray_tensorboard": "ray_tensorboard_enabled | bool",
+                       "ray_prometheus": "ray_prometheus_enabled | bool"}
+    down = load("playbooks", "down.yml")
+    stopped = {t["ansible.builtin.include_role"]["name"]: t["ansible.builtin.include_role"]["tasks_from"]
+               for t in down[0]["tasks"]}
+    assert stopped == {"ray_tensorboard": "stop.yml", "ray_prometheus": "stop.yml"}
+
+
+def test_the_unit_runs_the_checked_command_as_its_user():
+    settings = monitoring.daemon({"name": "ray-verl-prometheus", "user": "prometheus", "log": "/run/ray-verl/p.log",
+                                  "run_dir": "/run/ray-verl",
+                                  "argv": monitoring.prometheus({
+                                      "bind": "10.0.0.10", "port": 9090, "retention": "15d", "dir": "/var/lib/p",
+                                      "config_dir": "/etc/ray-verl/prometheus", "sd_file": "/tmp/ray/sd.json",
+                                      "scrape_interval": "15s", "user": "prometheus", "service": "ray-verl-prometheus",
+                                      "log": "/run/ray-verl/p.log", "expected_nodes": 3, "object_store_full": 0.9})["argv"]})
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    env.filters["regex_replace"] = lambda text, pattern, repl: __import__("re").sub(pattern, repl, text)
+    with open(os.path.join(ROOT, "roles", "ray_daemon", "templates", "daemon.service.j2"), encoding="utf-8") as handle:
+        unit = env.from_string(handle.read()).render(ansible_managed="managed", __ray_daemon=settings,
+                                                     ray_daemon_description="Prometheus; rm -rf / %h")
+    lines = unit.splitlines()
+    assert "User=prometheus" in lines
+    assert f"ExecStart={settings['command_line']}" in lines
+    assert settings["command_line"].startswith("/usr/bin/prometheus --config.file=/etc/ray-verl/prometheus/prometheus.yml")
+    assert "Description=Prometheus rm -rf / h (ray-verl)" in lines
