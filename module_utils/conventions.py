@@ -6,6 +6,7 @@ bootstrap, plugin_utils/__init__.py). It imports only the standard library.
 
 import posixpath
 import re
+import urllib.parse
 
 # (regex, what a valid value looks like). Anchored: used with re.fullmatch and as JSON Schema patterns.
 ID_RULE = (r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$",
@@ -73,8 +74,12 @@ LAYOUT = {"common": "0755", COMMON_CODE: "0755", JOBS: "0755", REGRESSION: "0755
 
 def tensorboard_link(url, sid):
     """A job's run in the cluster's TensorBoard at url (ray_config.tensorboard_url), or None without one.
-    roles/ray_tensorboard serves <shared_root>/jobs, so the job's run is <sid>/tensorboard: the filter finds it."""
-    return f"{url.rstrip('/')}/?runFilter={sid}#timeseries" if url else None
+    roles/ray_tensorboard serves <shared_root>/jobs, so the job's run is <sid>/tensorboard; TensorBoard's runFilter
+    is a regular expression (in the query: the hash only picks the dashboard), so it is anchored to that run alone."""
+    if not url:
+        return None
+    run = urllib.parse.quote("^" + sid.replace(".", "\\.") + "/", safe="/")  # "." is an id's one special character
+    return f"{url.rstrip('/')}/?runFilter={run}#timeseries"
 
 
 # Where things live under the shared root.

@@ -41,7 +41,7 @@ _CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u
 _MD_MARKUP = re.compile(r"[\\`*~\[\]|!@]|(?<![^\W_])_|_(?![^\W_])|:(?=//)|(?<=www)\.", re.IGNORECASE)
 _HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 # A TensorBoard link in report.json: http(s)://host[:port]/?runFilter=<id>#timeseries, nothing Markdown could misread.
-_BOARD = re.compile(r"^https?://(?:[A-Za-z0-9.\-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\])(:[0-9]{1,5})?/\?runFilter=[A-Za-z0-9._%\-]{1,300}#timeseries$")
+_BOARD = re.compile(r"^https?://(?:[A-Za-z0-9.\-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\])(:[0-9]{1,5})?/\?runFilter=[A-Za-z0-9._%/\-]{1,600}#timeseries$")
 
 
 def entry_result(entry_name, spec, submission_id, status, log_tail, record_dir, metric_rows=None, gates=None,

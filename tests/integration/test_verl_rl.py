@@ -12,6 +12,7 @@ import subprocess
 import uuid
 import xml.etree.ElementTree as ET
 
+import browser
 import pytest
 from conftest import HEAD, IPS, RECORDS, ROOT, WORKER1, WORKER2, playbook, ssh
 
@@ -107,9 +108,15 @@ def test_lab_suite_trains_grpo_and_ppo_to_checkpoints_with_metrics_and_gates(tmp
         assert entries[name]["gates"] and all(g["ok"] for g in entries[name]["gates"])
     summary = read(os.path.join(REPORTS, RUN_ID, "summary.md"))
     assert "# PASS: lab, 4/4 passed" in summary and "## Gates" in summary
-    board = f"http://{IPS[HEAD]}:6006/?runFilter={RUN_ID}-grpo#timeseries"
+    board = f"http://{IPS[HEAD]}:6006/?runFilter=%5E{RUN_ID}-grpo/#timeseries"
     assert f"[TensorBoard]({board})" in summary and "[trend.svg](trend.svg)" in summary
     assert "grpo: last reward" in svg_texts(os.path.join(REPORTS, RUN_ID, "trend.svg"))
+    # The cluster's TensorBoard, in a real browser, draws the GRPO run's reward and loss (2 steps: raw and smoothed).
+    grpo, tags = f"{RUN_ID}-grpo", ("critic/score/mean", "actor/pg_loss")
+    url = browser.tensorboard_url(f"http://{IPS[HEAD]}:6006", run=grpo, tags="^(critic/score/mean|actor/pg_loss)$")
+    dom = browser.page_dom(url, until=lambda d: all(browser.tensorboard_lines(d).get(t) for t in tags), timeout=120)
+    assert browser.tensorboard_runs(dom) == {f"{grpo}/tensorboard"}
+    assert {t: browser.tensorboard_lines(dom)[t] for t in tags} == dict.fromkeys(tags, [2, 2])
 
 
 def test_grpo_resumes_from_the_suite_checkpoint():

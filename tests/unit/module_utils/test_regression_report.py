@@ -248,8 +248,8 @@ def test_failed_gate_fails_a_succeeded_entry_and_names_the_metric():
     assert "| grpo | SUCCEEDED (gate failed) | 2 | 6 → 5.75 | 0.09 | 1/2 |" in md
     assert "- ✗ **grpo** gate reward last ≥ 0.5: reward last = 0.09, below 0.5" in md
     assert "- ✓ **grpo** gate step last ≥ 2: 2" in md
-    assert e["tensorboard"] == f"{BOARD}/?runFilter=grpo-0001#timeseries"
-    assert (f"| [grpo-0001](../../jobs/grpo-0001/) | [TensorBoard]({BOARD}/?runFilter=grpo-0001#timeseries) |"
+    assert e["tensorboard"] == f"{BOARD}/?runFilter=%5Egrpo-0001/#timeseries"
+    assert (f"| [grpo-0001](../../jobs/grpo-0001/) | [TensorBoard]({BOARD}/?runFilter=%5Egrpo-0001/#timeseries) |"
             in md) and "[trend.svg](trend.svg)" in md
     assert "metrics.svg" not in md
 
@@ -312,11 +312,11 @@ def test_report_module_reads_metrics_jsonl_only_and_links_each_run_in_tensorboar
     assert out["failed_entries"] == ["c"]
     assert out["failed_gates"] == ["c: gate reward last ≥ 0.3: metric reward has no value"]
     summary = out["summary"]
-    assert f"| [run-g](../../jobs/run-g/) | [TensorBoard]({BOARD}/?runFilter=run-g#timeseries) |" in summary
+    assert f"| [run-g](../../jobs/run-g/) | [TensorBoard]({BOARD}/?runFilter=%5Erun-g/#timeseries) |" in summary
     assert "| [run-c](../../jobs/run-c/) | – |" in summary  # no metrics.jsonl: no curves
     written = json.loads((tmp_path / "regression" / "run" / "report.json").read_text())
     assert [(e["name"], e["tensorboard"], e["metrics"]["last reward"]) for e in written["entries"]] == [
-        ("g", f"{BOARD}/?runFilter=run-g#timeseries", 0.375), ("c", None, None)]
+        ("g", f"{BOARD}/?runFilter=%5Erun-g/#timeseries", 0.375), ("c", None, None)]
     assert not list(jobs.rglob("metrics.svg")) and not (jobs / "run-c" / "metrics.jsonl").exists()
     # Without tensorboard_url (no TensorBoard on the cluster): the same report, no link.
     out = report_module(capsys, {**args, "tensorboard_url": None, "_ansible_check_mode": True})

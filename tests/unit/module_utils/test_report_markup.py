@@ -154,14 +154,14 @@ def test_md_escapes_what_would_be_markup():
 # conventions.tensorboard_link makes for the entry's own id.
 
 BOARD = "http://10.0.0.10:6006"
-GOOD = f"{BOARD}/?runFilter=e-0001#timeseries"
-BAD_BOARDS = ["javascript:alert(1)", "JavaScript:alert(1)//?runFilter=e-0001#timeseries",
+GOOD = f"{BOARD}/?runFilter=%5Ee-0001/#timeseries"
+BAD_BOARDS = ["javascript:alert(1)", "JavaScript:alert(1)//?runFilter=%5Ee-0001/#timeseries",
               "data:text/html,<script>alert(1)</script>", f"{GOOD}) [x](http://evil", f"{GOOD}\n# heading",
-              f"{GOOD}<script>", f"{GOOD} ", f" {GOOD}", f"{GOOD}\x1b[2J", f"{BOARD}/?runFilter=other-0001#timeseries",
-              f"{BOARD}/?runFilter=e-0001", f"{BOARD}//?runFilter=e-0001#timeseries", "ftp://h/?runFilter=e-0001#timeseries",
-              "http://user@evil.example/?runFilter=e-0001#timeseries", "http://evil.example\\@h/?runFilter=e-0001#timeseries",
-              "http://h:6006/x/?runFilter=e-0001#timeseries", "http:// h/?runFilter=e-0001#timeseries",
-              "http://h:123456/?runFilter=e-0001#timeseries", "", ["list"], 7, {"url": BOARD}]
+              f"{GOOD}<script>", f"{GOOD} ", f" {GOOD}", f"{GOOD}\x1b[2J", f"{BOARD}/?runFilter=%5Eother-0001/#timeseries",
+              f"{BOARD}/?runFilter=e-0001", f"{BOARD}//?runFilter=%5Ee-0001/#timeseries", "ftp://h/?runFilter=%5Ee-0001/#timeseries",
+              "http://user@evil.example/?runFilter=%5Ee-0001/#timeseries", "http://evil.example\\@h/?runFilter=%5Ee-0001/#timeseries",
+              "http://h:6006/x/?runFilter=%5Ee-0001/#timeseries", "http:// h/?runFilter=%5Ee-0001/#timeseries",
+              "http://h:123456/?runFilter=%5Ee-0001/#timeseries", "", ["list"], 7, {"url": BOARD}]
 
 
 def with_board(board, sid="e-0001"):
@@ -196,7 +196,7 @@ def test_the_board_link_of_the_entry_is_its_only_external_link():
 @pytest.mark.parametrize("sid", ["e-0001", "grpo-20250102T030405Z-abc123", "A" + "._-" * 42 + "9"])
 def test_tensorboard_link_is_the_run_of_the_job_and_the_report_shows_it(url, sid):
     link = tensorboard_link(url, sid)
-    assert link == f"{url.rstrip('/')}/?runFilter={sid}#timeseries"
+    assert link == f"{url.rstrip('/')}/?runFilter=%5E{sid.replace('.', '%5C.')}/#timeseries"
     assert rr._board_link(link, sid) and not rr._board_link(link, sid + "x")
 
 

@@ -159,7 +159,7 @@ def test_nothing_odd_in_metrics_jsonl_reaches_the_progress_line(job, lines):
     log = driver_log.refresh_log(job, final=True)
     line = evidence.progress_line(job, running_info(), running(), log)
     assert_printable(line)
-    assert line.endswith("; step 3, loss 1; http://10.0.0.10:6006/?runFilter=j-1#timeseries"), line
+    assert line.endswith("; step 3, loss 1; http://10.0.0.10:6006/?runFilter=%5Ej-1/#timeseries"), line
     bad = len(lines.splitlines()) - 1
     assert log.metrics["bad_lines"] == bad
     assert progress.note(log.metrics, "grpo", None) == (f"metrics.jsonl: {bad} line(s) are not verl's rows" if bad

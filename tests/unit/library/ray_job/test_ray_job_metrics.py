@@ -52,7 +52,7 @@ def test_a_verl_jobs_progress_and_record_come_from_its_file_logger(ray, ray_conf
     first = ray.log_metrics(GRPO_SID, 1, STEPS[1])
     out = wait(capsys, ray_config, poll_s=5)
     assert out["progress"] == (f"{GRPO_SID}: RUNNING for 5s; step 1 of 2, loss -0.06123, reward 0.08, 35.9 s/step,"
-                               f" 0m35s left; {BOARD}/?runFilter={GRPO_SID}#timeseries")
+                               f" 0m35s left; {BOARD}/?runFilter=%5E{GRPO_SID}/#timeseries")
     assert read(ray_config, "metrics.jsonl") == first  # verl's file, as verl wrote it
     assert json.loads(read(ray_config, "logs/metrics.state.json"))["offset"] == len(first)
 
