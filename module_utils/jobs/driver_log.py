@@ -3,16 +3,17 @@
 Ray's job API has no ranged read (GET /api/jobs/<id>/logs returns the log whole; its websocket streams it from the
 start), but its state API serves a file's last N lines (/api/v0/logs/file?submission_id=<id>&lines=N, read by the
 driver node's agent from the end). So a look asks for the log's last lines and finds where the record's copy ends in
-them: the last whole lines the record took, up to ANCHOR characters (the sidecar PARSED_FILE beside driver.log keeps
-their digest and length, never the text: a log holds secrets until it is redacted), found once and only once. What
-follows is new: redacted, appended to logs/driver.log and parsed (verl_metrics.fold). The number of
+them: the last whole lines the record took (at most ANCHOR_LINES lines and ANCHOR characters; only "\n" ends a line,
+as for Ray's log agent), found once and only once (the sidecar PARSED_FILE beside driver.log keeps their digest and
+length, never the text: a log holds secrets until it is redacted). What follows is new: redacted, appended to logs/driver.log and parsed (verl_metrics.fold). The number of
 lines asked for follows what the last look needed and grows eightfold until the anchor shows, so a poll costs about
 the bytes the log gained, whatever its size.
 
 When the anchor cannot be placed for sure (the first look, a tail that holds it twice: a log repeating itself, a log
 replaced, a sidecar or driver.log that is not what this module wrote), the log is taken whole, streamed in chunks and
 written through a temporary file, so the head's memory stays bounded by a chunk and the longest line. Only whole lines
-are taken while the job runs (a secret is never redacted in halves); the final look takes the rest. Without Ray's log
+are taken while the job runs, and never part of a secret the job knows that spans lines (a secret is never redacted
+in halves); the final look takes the rest. The parse is of the redacted text, since the sidecar keeps it. Without Ray's log
 (the driver's node died, the head forgot the job) the record keeps what it has, never replaced by nothing.
 """
 
@@ -31,8 +32,10 @@ from ansible.module_utils.jobs.record import LockTimeout, json_text, record_lock
 PARSED_FILE = "driver.log.parsed.json"
 LOCK_FILE = ".driver_log.lock"
 LOCK_WAIT_S = 30
-# How much of the end of the text taken marks where the record's copy ends, and the tail sizes asked for.
-ANCHOR = 4096
+# How much of the end of the text taken marks where the record's copy ends: its last ANCHOR_LINES lines, at most
+# ANCHOR characters (a block a log repeats word for word must be longer than that to be mistaken for it, and come back
+# after more lines than a tail holds); and the tail sizes asked for, which always hold the anchor and what follows.
+ANCHOR, ANCHOR_LINES = 64 << 10, 100
 MIN_LINES, MAX_LINES = 200, 1 << 20
 # What a LogText carries of the text (its end: do=logs and the diagnosis read the record's file).
 SHOWN = 1 << 20
@@ -79,15 +82,22 @@ def _digest(text):
     return hashlib.sha256(text.encode("utf-8", errors="replace")).hexdigest()
 
 
+def _lines(text):
+    """text's lines, each with its "\n": only "\n" ends a line here, as for Ray's log agent (a "\r" of a progress
+    bar does not)."""
+    parts = text.split("\n")
+    return [part + "\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
 def anchor_of(text):
     """Where a copy ending with text ends: the digest and length of its last whole lines (up to ANCHOR characters,
     at least one line), and of its last line; None for no text."""
-    lines = text.splitlines(keepends=True)
+    lines = _lines(text)
     if not lines:
         return None
     kept = [lines.pop()]
     size = len(kept[0])
-    while lines and size + len(lines[-1]) <= ANCHOR:
+    while lines and size + len(lines[-1]) <= ANCHOR and len(kept) < ANCHOR_LINES:
         kept.insert(0, lines.pop())
         size += len(kept[0])
     return {"size": size, "sha": _digest("".join(kept)), "last": _digest(kept[-1])}
@@ -98,7 +108,7 @@ def find_anchor(tail, anchor):
     itself (no place for sure). Each line of the tail is hashed once, the anchor's whole only where its last
     line matches: linear in the tail."""
     found, start = [], 0
-    for line in tail.splitlines(keepends=True):
+    for line in _lines(tail):
         end = start + len(line)
         if _digest(line) == anchor["last"] and end >= anchor["size"]:
             begin = end - anchor["size"]
@@ -118,11 +128,12 @@ def refresh_log(job, final=False):
             return _look(job, final, metrics)
     except LockTimeout:  # another run holds the log for long: this look writes nothing
         state = read_state(job)
-        return _kept(job, state["parsed"] if state else None, metrics)
+        return _kept(job, state["parsed"] if state else None, metrics, state["offset"] if state else None)
 
 
-def _kept(job, parsed, metrics):
-    """What the record holds, when Ray serves no log: its end, and its parse (from the sidecar, else of that end)."""
+def _kept(job, parsed, metrics, size=None):
+    """What the record holds, when Ray serves no log: its end, and its parse (from the sidecar, else of that end);
+    size: how much of Ray's log the record holds (the sidecar's offset), for hang tracking."""
     try:
         kept = files.read_text(job.rec["driver_log"], SHOWN, tail=True, base=job.rec["dir"]) or ""
     except (OSError, files.RecordError):
@@ -130,7 +141,7 @@ def _kept(job, parsed, metrics):
     if parsed is None:
         parsed = vm.new_state()
         vm.fold(parsed, kept)
-    return log_text(kept, parsed, metrics=metrics)
+    return log_text(kept, parsed, size=size, metrics=metrics)
 
 
 def _look(job, final, metrics):
@@ -140,15 +151,16 @@ def _look(job, final, metrics):
         return _whole(job, final, metrics, state)
     tail, at = found
     new = tail[at:]
-    end = len(new) if final else new.rfind("\n") + 1
+    end = _cut(job, new, final)
     taken = new[:end]
     if taken:
-        size = _append(job, job.redact(taken), state["log_bytes"])
+        shown = job.redact(taken)
+        size = _append(job, shown, state["log_bytes"])
         if size is None:  # driver.log is not what the sidecar says: the log is taken whole
             return _whole(job, final, metrics, state)
-        vm.fold(state["parsed"], taken)
+        vm.fold(state["parsed"], shown)
         state.update(offset=state["offset"] + end, log_bytes=size, anchor=anchor_of(tail[:at + end][-SHOWN:]))
-    lines = min(MAX_LINES, max(MIN_LINES, 2 * new.count("\n") + 64))
+    lines = min(MAX_LINES, max(MIN_LINES, 2 * new.count("\n") + ANCHOR_LINES))
     if taken or lines != state["lines"]:  # a look that found nothing new writes nothing
         state["lines"] = lines
         _save(job, state)
@@ -188,27 +200,27 @@ def _whole(job, final, metrics, state):
     """Take Ray's log whole, streamed: driver.log written anew through a temporary file, parsed from the start."""
     chunks = _chunks(job)
     if chunks is None:
-        return _kept(job, state["parsed"] if state else None, metrics)
+        return _kept(job, state["parsed"] if state else None, metrics, state["offset"] if state else None)
     parsed, decoder = vm.new_state(), codecs.getincrementaldecoder("utf-8")(errors="replace")
     pending, taken, tail = "", 0, ""
     with files.AtomicWriter(job.rec["driver_log"], base=job.rec["dir"]) as out:
         try:
             for chunk in chunks:
                 pending += decoder.decode(chunk)
-                cut = pending.rfind("\n") + 1
+                cut = _cut(job, pending, False)
                 if cut:
                     _take(job, out, parsed, pending[:cut])
                     taken, tail, pending = taken + cut, (tail + pending[:cut])[-SHOWN:], pending[cut:]
         except Exception:  # noqa: BLE001 - the stream broke off (a node that died): the record keeps what it has
             out.discard()
-            return _kept(job, state["parsed"] if state else None, metrics)
+            return _kept(job, state["parsed"] if state else None, metrics, state["offset"] if state else None)
         pending += decoder.decode(b"", final=True)
         if final and pending:
             _take(job, out, parsed, pending)
             taken, tail, pending = taken + len(pending), (tail + pending)[-SHOWN:], ""
         if not taken:  # Ray has no text yet: the record keeps what it has
             out.discard()
-            return _kept(job, state["parsed"] if state else None, metrics)
+            return _kept(job, state["parsed"] if state else None, metrics, state["offset"] if state else None)
         new = {"offset": taken, "log_bytes": out.size, "anchor": anchor_of(tail), "lines": MIN_LINES, "parsed": parsed}
         if state is not None and all(state[k] == new[k] for k in ("offset", "log_bytes", "anchor")):
             out.discard()  # the record holds this text already (Ray's tail was not to be had): nothing changes
@@ -219,8 +231,29 @@ def _whole(job, final, metrics, state):
 
 
 def _take(job, out, parsed, text):
-    vm.fold(parsed, text)
-    out.write(job.redact(text).encode("utf-8"))
+    """Redact, parse and write a piece of whole lines (the parse is of the redacted text: it is kept in the sidecar)."""
+    shown = job.redact(text)
+    vm.fold(parsed, shown)
+    out.write(shown.encode("utf-8"))
+
+
+def _cut(job, text, final):
+    """How much of text to take now: all of it when the job ended, else its whole lines, but never part of a secret
+    the job knows that spans lines (a key, a JSON credential): a cut that a line-prefix of one ends at moves before
+    the line it starts on, so the secret is redacted whole, on a later look."""
+    if final:
+        return len(text)
+    cut = text.rfind("\n") + 1
+    prefixes = [value[:i + 1] for value in getattr(job, "secrets", ()) if isinstance(value, str)
+                for i, char in enumerate(value[:-1]) if char == "\n"]
+    moved = True
+    while cut and moved:
+        moved = False
+        for prefix in prefixes:
+            if text.endswith(prefix, 0, cut):
+                cut, moved = text.rfind("\n", 0, cut - len(prefix)) + 1, True
+                break
+    return cut
 
 
 def _chunks(job):

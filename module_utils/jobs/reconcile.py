@@ -68,7 +68,7 @@ def open_records(shared_root, unreadable=None, tidy=True):
     else:
         candidates = sorted(n for n in (os.listdir(jobs_dir) if os.path.isdir(jobs_dir) else [])
                             if conventions.matches(conventions.ID_RULE, n))
-    found = []
+    found, unsure = [], []  # open; not provably final (no or no trusted status.json): indexed too, so seen again
     for sid in candidates:
         record = Record(conventions.job_dir(shared_root, sid), sid)
         try:
@@ -76,14 +76,17 @@ def open_records(shared_root, unreadable=None, tidy=True):
         except RecordError as exc:
             if unreadable is not None:
                 unreadable.append(f"{sid}: {exc}")
+            unsure.append(sid)
             continue
-        if status is not None and not status.final:
+        if status is None:
+            unsure.append(sid)
+        elif not status.final:
             found.append(sid)
         elif status is not None and listed is not None and tidy:
             record.leave_index()  # final since: a run ended between writing status.json and leaving the index
     if listed is None and tidy and os.path.isdir(jobs_dir):
         try:
-            for sid in found:
+            for sid in found + unsure:
                 open_index.add(conventions.job_dir(shared_root, sid))
             open_index.mark_complete(jobs_dir)
         except (OSError, RecordError):

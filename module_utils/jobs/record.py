@@ -288,6 +288,9 @@ class Record:
             self.write_json(self.path["status"], status.to_dict())
             if status.final:
                 self.leave_index()
+            elif old is None:  # a record rebuilt or repaired: open again, so the watcher and reconcile see it
+                with contextlib.suppress(OSError, RecordError):
+                    open_index.add(self.dir)
         return outcome
 
     def leave_index(self):
