@@ -51,7 +51,7 @@ def ray_monitoring_node_ips(hosts, hostvars):
 
 
 def ray_prometheus_target_hosts(answer):
-    """The hosts of Prometheus's active Ray targets (its /api/v1/targets answer)."""
+    """The hosts Prometheus scrapes or is about to (monitoring.target_hosts: a target, none of them down)."""
     return sorted(monitoring.target_hosts(answer))
 
 

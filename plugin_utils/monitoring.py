@@ -248,5 +248,7 @@ def daemon(settings):
 
 
 def target_hosts(answer):
-    """The hosts of Prometheus's active Ray targets in its /api/v1/targets answer."""
-    return set(doctor.prometheus_targets(answer))
+    """The hosts Prometheus scrapes, or is about to, in its /api/v1/targets answer: each has an active Ray target and
+    none of its targets is down (a restarted node's old address stays, down, until Ray's discovery file drops it)."""
+    return {host for host, targets in doctor.prometheus_targets(answer).items()
+            if not any(t.get("health") == "down" for t in targets)}

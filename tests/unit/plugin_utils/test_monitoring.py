@@ -124,6 +124,9 @@ def test_the_node_ips_and_the_target_hosts_compare():
         {"labels": {"job": "other", "instance": "10.0.0.12:9100"}, "health": "up"}]}}
     assert ray_prometheus_target_hosts(answer) == ["10.0.0.10", "10.0.0.11"]
     assert ray_prometheus_target_hosts({}) == []
+    # A restarted node: its old address stays, down, until Ray's discovery file drops it; up.yml waits for that.
+    answer["data"]["activeTargets"].append({"labels": {"job": "ray", "instance": "10.0.0.11:40001"}, "health": "down"})
+    assert ray_prometheus_target_hosts(answer) == ["10.0.0.10"]
 
 
 def rules_file(tmp_path, **change):
