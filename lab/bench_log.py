@@ -20,23 +20,11 @@ import time
 import urllib.request
 import uuid
 
+from bench_common import ROOT, playbook
+
 import lab  # the lab's addresses and files
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the bootstrap: see plugin_utils
-from plugin_utils import PROJECT_ROOT as ROOT
-
-BIN = os.path.join(ROOT, ".venv", "bin")
-ENV = dict(os.environ, ANSIBLE_FORCE_COLOR="0", PATH=BIN + os.pathsep + os.environ.get("PATH", ""))
 LINE = 200  # bytes a line of the big log
-
-
-def playbook(*args):
-    started = time.monotonic()
-    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), *args], cwd=ROOT, env=ENV, capture_output=True,
-                          text=True, check=False)
-    if proc.returncode != 0:
-        sys.exit(f"ansible-playbook {' '.join(args)} failed (rc={proc.returncode}):\n{proc.stdout[-3000:]}")
-    return time.monotonic() - started, proc.stdout
 
 
 def head_module_rss_mb():

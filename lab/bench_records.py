@@ -17,26 +17,12 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
-import sys
 import time
 import uuid
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the bootstrap: see plugin_utils
-from plugin_utils import PROJECT_ROOT as ROOT
+from bench_common import ROOT, playbook
 
-BIN = os.path.join(ROOT, ".venv", "bin")
 JOBS = os.path.join(ROOT, ".lab", "private", "jobs")
-ENV = dict(os.environ, ANSIBLE_FORCE_COLOR="0", PATH=BIN + os.pathsep + os.environ.get("PATH", ""))
-
-
-def playbook(*args):
-    started = time.monotonic()
-    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), *args], cwd=ROOT, env=ENV, capture_output=True,
-                          text=True, check=False)
-    if proc.returncode != 0:
-        sys.exit(f"ansible-playbook {' '.join(args)} failed (rc={proc.returncode}):\n{proc.stdout[-3000:]}")
-    return time.monotonic() - started
 
 
 def make_finished(count):
@@ -59,7 +45,7 @@ def measure(runs, open_id):
     """Median seconds of each reader, over runs."""
     readers = {"up.yml (reconcile)": ["up.yml"], "status.yml": ["status.yml"], "watch.yml (a pass)": ["watch.yml"],
                "job.yml -e do=status": ["job.yml", "-e", f"id={open_id}"]}
-    return {name: statistics.median(playbook(*argv) for _ in range(runs)) for name, argv in readers.items()}
+    return {name: statistics.median(playbook(*argv)[0] for _ in range(runs)) for name, argv in readers.items()}
 
 
 def main():
@@ -80,7 +66,7 @@ def main():
         made = make_finished(args.records)
         # As a shared root written before the open index existed: the first reader scans every record once.
         shutil.rmtree(os.path.join(JOBS, ".open"))
-        first = playbook("watch.yml")
+        first = playbook("watch.yml")[0]
         loaded = measure(args.runs, open_id)
         playbook("job.yml", "-e", f"id={open_id}", "-e", "do=stop")
     finally:

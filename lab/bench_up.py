@@ -25,6 +25,8 @@ import tempfile
 import time
 import uuid
 
+from bench_common import BIN, ENV, playbook
+
 import lab  # the lab's addresses and files
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the bootstrap: see plugin_utils
@@ -32,30 +34,15 @@ from plugin_utils import PROJECT_ROOT as ROOT
 
 from ansible.module_utils import ray_cluster  # isort: skip
 
-BIN = os.path.join(ROOT, ".venv", "bin")
 KEY = str(lab.ssh_key())
 TOKEN = str(lab.TOKEN_FILE)
 DASHBOARD = lab.DASHBOARD_URL
 HEAD_IP = lab.HEAD_IP
 
-ENV = dict(os.environ, ANSIBLE_FORCE_COLOR="0", PATH=BIN + os.pathsep + os.environ.get("PATH", ""))
 
 
 def worker_ips(n):
     return [host.ip for host in lab.plan_hosts(n) if host.role == "worker"]
-
-
-def timed(argv, what):
-    started = time.monotonic()
-    proc = subprocess.run(argv, cwd=ROOT, env=ENV, capture_output=True, text=True, check=False)
-    seconds = time.monotonic() - started
-    if proc.returncode != 0:
-        sys.exit(f"{what} failed (rc={proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-2000:]}")
-    return seconds, proc.stdout
-
-
-def playbook(*args):
-    return timed([os.path.join(BIN, "ansible-playbook"), *args], "ansible-playbook " + " ".join(args))
 
 
 def ssh(ip, command):

@@ -12,8 +12,9 @@ import re
 
 from ansible.module_utils import conventions, doctor
 
-_PATH = re.compile(r"/[A-Za-z0-9._/+@-]*")
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+from plugin_utils import settings
+from plugin_utils.settings import SettingError
+
 # Prometheus's durations (model.ParseDuration): units from the largest down, each at most once.
 _DURATION = re.compile(r"(?:[0-9]+y)?(?:[0-9]+w)?(?:[0-9]+d)?(?:[0-9]+h)?(?:[0-9]+m)?(?:[0-9]+s)?(?:[0-9]+ms)?")
 _SIZE = re.compile(r"[1-9][0-9]{0,8}(?:B|KB|MB|GB|TB|PB)")
@@ -30,34 +31,9 @@ RAY_JOB = doctor.PROMETHEUS_JOB
 SD_FILE_NAME = "prom_metrics_service_discovery.json"
 
 
-class MonitoringSettingError(ValueError):
-    """One line naming the bad setting and its rule (never its value)."""
-
-    def __init__(self, field, rule):
-        super().__init__(f"{field}: {rule}")
-
-
-def _path(field, value):
-    value = str(value)
-    if not _PATH.fullmatch(value) or "/../" in value + "/" or "//" in value or value == "/":
-        raise MonitoringSettingError(field, "must be an absolute path of letters, digits and ._-/+@ (no '..')")
-    return value
-
-
-def _int(field, value, low, high):
-    try:
-        number = int(str(value), 10)
-    except ValueError:
-        number = None
-    if number is None or not low <= number <= high:
-        raise MonitoringSettingError(field, f"must be a whole number from {low} to {high}")
-    return number
-
-
-def _name(field, value):
-    if not _NAME.fullmatch(str(value)):
-        raise MonitoringSettingError(field, "must be 1-64 letters, digits and _.- (starting with a letter or digit)")
-    return str(value)
+# Its errors are settings.SettingError (one line naming the setting and its rule, never the value).
+MonitoringSettingError = SettingError
+_path, _int, _name = settings.path, settings.whole, settings.name
 
 
 def _bind(field, value):

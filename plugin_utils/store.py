@@ -8,41 +8,17 @@ and the rule, never the value (the password is one of them).
 import ipaddress
 import re
 
-_PATH = re.compile(r"/[A-Za-z0-9._/+@-]*")
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+from plugin_utils import settings
+from plugin_utils.settings import SettingError
+
 # What the role makes is 64 hex digits; a site's own password may use more, but nothing redis.conf would parse.
 _PASSWORD = re.compile(r"[A-Za-z0-9._~+-]{16,256}")
 FSYNC = ("always", "everysec", "no")
 
 
-class StoreSettingError(ValueError):
-    """One line naming the bad setting and its rule (never its value)."""
-
-    def __init__(self, field, rule):
-        super().__init__(f"{field}: {rule}")
-
-
-def _path(field, value):
-    value = str(value)
-    if not _PATH.fullmatch(value) or "/../" in value + "/" or "//" in value or value == "/":
-        raise StoreSettingError(field, "must be an absolute path of letters, digits and ._-/+@ (no '..')")
-    return value
-
-
-def _int(field, value, low, high):
-    try:
-        number = int(str(value), 10)
-    except ValueError:
-        number = None
-    if number is None or not low <= number <= high:
-        raise StoreSettingError(field, f"must be a whole number from {low} to {high}")
-    return number
-
-
-def _name(field, value):
-    if not _NAME.fullmatch(str(value)):
-        raise StoreSettingError(field, "must be 1-64 letters, digits and _.- (starting with a letter or digit)")
-    return str(value)
+# Its errors are settings.SettingError (one line naming the setting and its rule, never the value).
+StoreSettingError = SettingError
+_path, _int, _name = settings.path, settings.whole, settings.name
 
 
 def settle(settings):

@@ -74,6 +74,19 @@ def _open_parent(path, base):
     return fd, leaf
 
 
+def _open_leaf(leaf, flags, dir_fd, path):
+    """os.open of a name in an open directory, never through a symlink (UnsafeFile names it) and never blocking on a
+    FIFO; a missing file is FileNotFoundError, any other OSError names path."""
+    try:
+        return os.open(leaf, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _symlink(path) from None
+        raise OSError(exc.errno, exc.strerror, path) from None
+
+
 def _open_regular(path, base):
     """(fd, fstat) of the regular file at path, or None when there is no such file: never through a symlink, a FIFO
     never blocks (read_small says how)."""
@@ -82,13 +95,9 @@ def _open_regular(path, base):
     except FileNotFoundError:
         return None
     try:
-        fd = os.open(leaf, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC, dir_fd=dir_fd)
+        fd = _open_leaf(leaf, os.O_RDONLY | os.O_NOCTTY, dir_fd, path)
     except FileNotFoundError:
         return None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise _symlink(path) from None
-        raise OSError(exc.errno, exc.strerror, path) from None
     finally:
         os.close(dir_fd)
     try:
@@ -199,11 +208,7 @@ def open_append(path, expected_size, base=None):
     never blocks); RecordError when it is not what the caller expects. The data reaches the disk before it closes."""
     dir_fd, leaf = _open_parent(path, base)
     try:
-        fd = os.open(leaf, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise _symlink(path) from None
-        raise OSError(exc.errno, exc.strerror, path) from None
+        fd = _open_leaf(leaf, os.O_WRONLY | os.O_APPEND, dir_fd, path)
     finally:
         os.close(dir_fd)
     with os.fdopen(fd, "ab") as handle:
