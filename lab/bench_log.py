@@ -3,7 +3,7 @@
 waits; `job.yml -e do=status` takes the log whole once (streamed), then each poll reads only what the log gained,
 and the poll that finalises the ended job takes seconds. Each figure is printed beside its floor measured in the same
 run: the same poll of a job whose log is a few lines. The head's memory is sampled during each poll (the largest
-resident size of a process running the ray_job module there).
+resident size of a module process there).
 
 Needs the lab up with a cluster (make lab-up && ansible-playbook up.yml).
 Usage: .venv/bin/python lab/bench_log.py [--mb 200]
@@ -13,6 +13,7 @@ import argparse
 import concurrent.futures
 import json
 import os
+import shlex
 import subprocess
 import sys
 import threading
@@ -28,11 +29,12 @@ LINE = 200  # bytes a line of the big log
 
 
 def head_module_rss_mb():
-    """The largest resident size (MB) of a process on the head running the ray_job module, now."""
+    """The largest resident size (MB), now, of a module on the head: Ansible's pipelining runs each one as a Python
+    with no argument, reading the module from its stdin (Ray's own processes all have arguments)."""
     proc = subprocess.run([sys.executable, os.path.join(ROOT, "lab", "lab.py"), "ssh", "lab-head", "--",
-                           "ps -eo rss=,args= | grep -F ray_job | grep -v grep || true"],
+                           "ps -eo rss=,args= | awk 'NF == 2 && $2 ~ /python3?$/ {print $1}'"],
                           capture_output=True, text=True, check=False, timeout=30)
-    sizes = [int(line.split()[0]) for line in proc.stdout.splitlines() if line.strip()]
+    sizes = [int(line) for line in proc.stdout.split() if line.isdigit()]
     return max(sizes, default=0) // 1024
 
 
@@ -54,12 +56,11 @@ def poll(sid):
 
 
 def submit(sid, lines, wait_s):
-    code = (f"import sys, time; w = sys.stdout.write; pad = 'x' * {LINE - 16}\n"
-            f"for i in range({lines}): w('line %09d %s\\n' % (i, pad))\n"
-            f"sys.stdout.flush(); time.sleep({wait_s})")
-    entrypoint = f"python3 -c {code!r}"
+    """A command job that prints `lines` lines of LINE bytes at once, then waits wait_s seconds."""
+    code = (f"import sys, time; sys.stdout.writelines('line %09d %s\\n' % (i, 'x' * {LINE - 16}) "
+            f"for i in range({lines})); sys.stdout.flush(); time.sleep({wait_s})")
     playbook("submit.yml", "-e", "spec=smoke", "-e", "workload=command", "-e", f"submission_id={sid}",
-             "-e", f"entrypoint={entrypoint!r}")
+             "-e", json.dumps({"entrypoint": f"python3 -c {shlex.quote(code)}"}))
 
 
 def ray_status(sid):

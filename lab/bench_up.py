@@ -33,6 +33,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 from plugin_utils import PROJECT_ROOT as ROOT
 
 from ansible.module_utils import ray_cluster  # isort: skip
+from ansible.module_utils.ray_node_ctl import REDIS_PASSWORD_ARG  # isort: skip
 
 KEY = str(lab.ssh_key())
 TOKEN = str(lab.TOKEN_FILE)
@@ -54,12 +55,19 @@ def ssh(ip, command):
     return proc.stdout
 
 
+def store_password():
+    with open(os.path.join(ROOT, "inventory", "lab", ".secrets", "ray_store_password"), encoding="utf-8") as handle:
+        return handle.read().strip()
+
+
 def start_commands(ips):
     """Each node's `ray start` command line as up.yml ran it (its state file), for the floor."""
     commands = {}
     for ip in ips:
         state = json.loads(ssh(ip, "cat /run/ray-verl/node.json"))
-        argv = state["argv"]
+        # The state file shows the store's password as its digest: the floor's head needs the password itself.
+        argv = [f"{REDIS_PASSWORD_ARG}{store_password()}" if a.startswith(REDIS_PASSWORD_ARG) else a
+                for a in state["argv"]]
         exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(state["env"].items()))
         path = shlex.quote(os.path.dirname(argv[0]))
         commands[ip] = f"export {exports} PATH={path}:$PATH; {shlex.join(argv)} >/dev/null"
