@@ -172,7 +172,11 @@ def prometheus_check(prometheus, ray_nodes, names):
                "it; its log says why it stopped)")
         return f"Prometheus {url}: NOT ANSWERING", [why]
     targets = prometheus_targets(answer["json"])
-    alive = sorted({n["node_ip"] for n in ray_nodes if n.get("state") == "ALIVE" and n.get("node_ip")})
+    alive_ips = [n["node_ip"] for n in ray_nodes if n.get("state") == "ALIVE" and n.get("node_ip")]
+    alive = sorted(set(alive_ips))
+    # A node just restarted: Ray lists the replaced node ALIVE beside the new one until its health checks fail (about
+    # 30 s), and Prometheus scrapes both addresses until then; the old one's target being down is no problem.
+    restarting = {ip for ip in alive if alive_ips.count(ip) > 1}
     problems, up, pending = [], 0, 0
     for ip in alive:
         who = names.get(ip, ip)
@@ -186,7 +190,7 @@ def prometheus_check(prometheus, ray_nodes, names):
             where = (target.get("labels") or {}).get("instance", ip)
             if health == "up":
                 up += 1
-            elif health == "down":
+            elif health == "down" and ip not in restarting:
                 why = " ".join(str(target.get("lastError") or "no error given").split())[:200]
                 problems.append(f"{who}: prometheus: target {where} is down ({why}): the node's dashboard agent "
                                 "serves its metrics; re-run up.yml, and check the head reaches that port")

@@ -1,6 +1,7 @@
 """doctor.yml on the lab (issue: doctor, diagnosis, retries)."""
 
 import json
+import time
 
 import pytest
 from conftest import playbook, ssh
@@ -55,5 +56,10 @@ def test_a_drifted_worker_is_named_with_the_check_and_the_fix():
     finally:
         healed = playbook("up.yml")
         assert healed.rc == 0, healed
-    after = playbook("doctor.yml")  # up.yml waited for Prometheus to scrape the restarted worker (ray_prometheus)
-    assert after.rc == 0, after
+    # The healed worker was restarted: Ray lists its replaced node ALIVE beside it until its health checks fail (about
+    # 30 s), which doctor.yml allows for (the old address's Prometheus target); it must pass within that window.
+    deadline = time.monotonic() + 90
+    after = playbook("doctor.yml")
+    while after.rc != 0 and time.monotonic() < deadline:  # each run takes seconds: no sleep
+        after = playbook("doctor.yml")
+    assert after.rc == 0, after.out[-4000:]

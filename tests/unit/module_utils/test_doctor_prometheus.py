@@ -98,3 +98,15 @@ def test_the_report_carries_the_prometheus_line_and_problems(facts):  # noqa: F8
     judged = ray_doctor_prometheus(report, missing, NODES[:3], hosts, hostvars)
     assert sorted(p.split(":")[0] for p in judged["problems"]) == ["head", "w1", "w2"]
     assert ray_doctor_prometheus(report, None, NODES[:3], hosts, hostvars) == report
+
+
+def test_the_old_address_of_a_node_just_restarted_is_no_problem():
+    # Ray lists the replaced node ALIVE beside the new one until its health checks fail; Prometheus scrapes both.
+    nodes = [*NODES, {"node_ip": "10.0.0.12", "state": "ALIVE", "is_head_node": False, "resources_total": {"GPU": 4}}]
+    found = dict(PROMETHEUS, answer=answer(target("10.0.0.10:42669"), target("10.0.0.11:36905"),
+                                           target("10.0.0.12:38765", "down", "connection refused"),
+                                           target("10.0.0.12:40001", "unknown")))
+    line, problems = doctor.prometheus_check(found, nodes, NAMES)
+    assert problems == [] and "3 of 3 ALIVE nodes have targets" in line and "2 not scraped yet" in line
+    _, problems = doctor.prometheus_check(found, NODES, NAMES)  # one ALIVE node there: its down target is named
+    assert len(problems) == 1 and "10.0.0.12:38765 is down" in problems[0]
