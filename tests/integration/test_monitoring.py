@@ -21,6 +21,7 @@ with open(os.path.join(ROOT, "roles", "project_defaults", "defaults", "main.yml"
 PROMETHEUS = f"http://{lab.HEAD_IP}:{DEFAULTS['ray_prometheus_port']}"
 TENSORBOARD = f"http://{lab.HEAD_IP}:{DEFAULTS['ray_tensorboard_port']}"
 NODES_PYTHON = os.path.join(ROOT, ".venv-verl", "bin", "python")
+TAGS = ("critic/rewards/mean", "actor/pg_loss")
 ALERTS = ("RayMetricsTargetDown", "RayNodeLost", "RayWorkerRayletDown", "RayClusterSmallerThanInventory",
           "RayObjectStoreNearFull")
 
@@ -83,8 +84,9 @@ def test_tensorboard_lists_the_run_and_draws_its_charts(cluster_up, tensorboard_
     run = f"{tensorboard_run}/tensorboard"
 
     def drawn(dom):
-        cards = browser.tensorboard_cards(dom)
-        return all(any(r["run"] == run for r in cards.get(tag, [])) for tag in ("critic/rewards/mean", "actor/pg_loss"))
+        cards, lines = browser.tensorboard_cards(dom), browser.tensorboard_lines(dom)
+        # The cards' data rows come before the chart's SVG lines are drawn: wait for both (CI once caught the gap).
+        return all(any(r["run"] == run for r in cards.get(tag, [])) and lines.get(tag) for tag in TAGS)
 
     # The lab's TensorBoard looks at the shared root every few seconds (ray_tensorboard_reload_s).
     dom = browser.page_dom(url, until=drawn, timeout=90)
