@@ -1,4 +1,4 @@
-"""Filters of the cluster owner's services (roles/ray_tensorboard, roles/ray_prometheus, roles/ray_daemon): their
+"""Filters of the cluster owner's services (roles/ray_tensorboard, roles/ray_prometheus): their
 settings checked (plugin_utils/monitoring.py) before any file is written or any command run."""
 
 import os
@@ -37,10 +37,6 @@ def ray_prometheus_rules(settings):
     return monitoring.alert_rules(settings)
 
 
-def ray_daemon_settings(settings):
-    return _checked(monitoring.daemon, settings)
-
-
 def ray_monitoring_node_ips(hosts, hostvars):
     """The cluster address of each host (ray_node_ip, else ansible_host, else its name), as the nodes announce it."""
     ips = []
@@ -73,5 +69,5 @@ class FilterModule:
         return {"ray_tensorboard_settings": ray_tensorboard_settings,
                 "ray_prometheus_settings": ray_prometheus_settings,
                 "ray_prometheus_config": ray_prometheus_config, "ray_prometheus_rules": ray_prometheus_rules,
-                "ray_daemon_settings": ray_daemon_settings, "ray_monitoring_node_ips": ray_monitoring_node_ips,
+                "ray_monitoring_node_ips": ray_monitoring_node_ips,
                 "ray_prometheus_target_hosts": ray_prometheus_target_hosts, "ray_doctor_prometheus": ray_doctor_prometheus}

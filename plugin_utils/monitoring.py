@@ -1,4 +1,4 @@
-"""The cluster owner's services (roles/ray_tensorboard, roles/ray_prometheus, roles/ray_daemon): their settings
+"""The cluster owner's services (roles/ray_tensorboard, roles/ray_prometheus): their settings
 checked before they reach a command line, a systemd unit or Prometheus's files, and what is made of them.
 
 Every value may come from -e or a site file: a space or a newline in one would add an argument to a command run as
@@ -19,8 +19,6 @@ from plugin_utils.settings import SettingError
 _DURATION = re.compile(r"(?:[0-9]+y)?(?:[0-9]+w)?(?:[0-9]+d)?(?:[0-9]+h)?(?:[0-9]+m)?(?:[0-9]+s)?(?:[0-9]+ms)?")
 _SIZE = re.compile(r"[1-9][0-9]{0,8}(?:B|KB|MB|GB|TB|PB)")
 LOAD_FAST = ("true", "false", "auto")
-# What one word of a command line (and of a systemd ExecStart=) may hold: nothing a shell or systemd would read.
-_WORD = re.compile(r"[A-Za-z0-9._/:=,+@^-]+")
 # Prometheus's job of Ray's targets (the label Ray's discovery file gives them; doctor.yml looks for it too).
 RAY_JOB = doctor.PROMETHEUS_JOB
 # The rules use the metrics every Ray node's dashboard agent serves, read off a live Ray 2.60 node (never guessed):
@@ -53,15 +51,6 @@ def _duration(field, value, allow_zero=False):
         raise MonitoringSettingError(field, "must be a Prometheus duration such as 15d, 12h or 1w2d (units y w d h "
                                      "m s ms, largest first)")
     return value
-
-
-def _bool(field, value):
-    text = str(value).strip().lower()
-    if text in ("true", "yes", "1", "on"):
-        return True
-    if text in ("false", "no", "0", "off"):
-        return False
-    raise MonitoringSettingError(field, "must be true or false")
 
 
 def tensorboard(settings):
@@ -145,8 +134,10 @@ def prometheus_config(p):
     config = {"global": {"scrape_interval": p["scrape_interval"], "evaluation_interval": p["scrape_interval"]},
               "rule_files": [p["rules_file"]],
               "scrape_configs": [{"job_name": RAY_JOB,
-                                  # Ray rewrites the file every 5 s; Prometheus also watches it for changes.
-                                  "file_sd_configs": [{"files": [p["sd_file"]], "refresh_interval": "30s"}]}]}
+                                  # Ray rewrites the file every 5 s. Prometheus's watch of its folder misses that (the
+                                  # file in Ray's temp dir is a link into the session's), so it reads it as often: a
+                                  # node that joined is scraped seconds later, not up to 30 s (the default) later.
+                                  "file_sd_configs": [{"files": [p["sd_file"]], "refresh_interval": "5s"}]}]}
     if p["alertmanagers"]:
         config["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": p["alertmanagers"]}]}]}
     return config
@@ -191,36 +182,6 @@ def alert_rules(p):
                "or give the node more object store memory."),
     ]
     return {"groups": [{"name": "ray-verl", "rules": rules}]}
-
-
-def command_line(argv):
-    """argv as one line for a systemd ExecStart= (or a log): every word checked, so nothing needs quoting."""
-    for word in argv:
-        if not _WORD.fullmatch(str(word)):
-            raise MonitoringSettingError("ray_daemon_argv", "every word must be letters, digits and ._/:=,+@^- "
-                                         "(the services' settings are checked before they get here)")
-    return " ".join(str(word) for word in argv)
-
-
-def daemon(settings):
-    """The validated settings of one roles/ray_daemon call (what the two services pass it)."""
-    out = {"name": _name("ray_daemon_name", settings["name"]),
-           "user": _name("ray_daemon_user", settings["user"]),
-           "log": _path("ray_daemon_log", settings["log"]),
-           "run_dir": _path("ray_daemon_run_dir", settings["run_dir"]),
-           "restart": _bool("ray_daemon_restart", settings.get("restart", False)),
-           "argv": [str(word) for word in settings["argv"]]}
-    out["command_line"] = command_line(out["argv"])
-    out["executable"] = _path("ray_daemon_argv", out["argv"][0]) if out["argv"] else None
-    if not out["executable"]:
-        raise MonitoringSettingError("ray_daemon_argv", "must name the executable first")
-    # start-stop-daemon matches a running one by its pid file and its process name (the kernel's comm: the
-    # executable's or script's base name, at most 15 characters), never by --exec: a script's is its interpreter.
-    out["process_name"] = posixpath.basename(out["executable"])[:15]
-    out["pidfile"] = posixpath.join(out["run_dir"], out["name"] + ".pid")
-    out["state_file"] = posixpath.join(out["run_dir"], out["name"] + ".cmd")
-    return out
-
 
 
 def target_hosts(answer):

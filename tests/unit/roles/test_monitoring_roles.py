@@ -1,12 +1,13 @@
-"""The cluster owner's services (roles/ray_tensorboard, roles/ray_prometheus, roles/ray_daemon): off for a site,
+"""The cluster owner's services (roles/ray_tensorboard, roles/ray_prometheus, library/ray_daemon.py): off for a site,
 on in the lab, started last by up.yml behind their switches, stopped by down.yml, and a unit that needs no quoting."""
 
 import os
 
-import jinja2
 import yaml
 
 from plugin_utils import PROJECT_ROOT, monitoring
+
+from ansible.module_utils import daemon_ctl  # isort: skip
 
 ROOT = PROJECT_ROOT
 
@@ -57,20 +58,15 @@ def test_up_starts_them_last_behind_their_switches_and_down_stops_them_first():
 
 
 def test_the_unit_runs_the_checked_command_as_its_user():
-    settings = monitoring.daemon({"name": "ray-verl-prometheus", "user": "prometheus", "log": "/run/ray-verl/p.log",
-                                  "run_dir": "/run/ray-verl",
-                                  "argv": monitoring.prometheus({
-                                      "bind": "10.0.0.10", "port": 9090, "retention": "15d", "dir": "/var/lib/p",
-                                      "config_dir": "/etc/ray-verl/prometheus", "sd_file": "/tmp/ray/sd.json",
-                                      "scrape_interval": "15s", "user": "prometheus", "service": "ray-verl-prometheus",
-                                      "log": "/run/ray-verl/p.log", "expected_nodes": 3, "object_store_full": 0.9})["argv"]})
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
-    env.filters["regex_replace"] = lambda text, pattern, repl: __import__("re").sub(pattern, repl, text)
-    with open(os.path.join(ROOT, "roles", "ray_daemon", "templates", "daemon.service.j2"), encoding="utf-8") as handle:
-        unit = env.from_string(handle.read()).render(ansible_managed="managed", __ray_daemon=settings,
-                                                     ray_daemon_description="Prometheus; rm -rf / %h")
+    argv = monitoring.prometheus({
+        "bind": "10.0.0.10", "port": 9090, "retention": "15d", "dir": "/var/lib/p",
+        "config_dir": "/etc/ray-verl/prometheus", "sd_file": "/tmp/ray/sd.json", "scrape_interval": "15s",
+        "user": "prometheus", "service": "ray-verl-prometheus", "log": "/run/ray-verl/p.log", "expected_nodes": 3,
+        "object_store_full": 0.9})["argv"]
+    unit = daemon_ctl.unit({"name": "ray-verl-prometheus", "description": "Prometheus; rm -rf / %h", "user": "prometheus",
+                            "group": "", "notify": False, "argv": argv})
     lines = unit.splitlines()
-    assert "User=prometheus" in lines
-    assert f"ExecStart={settings['command_line']}" in lines
-    assert settings["command_line"].startswith("/usr/bin/prometheus --config.file=/etc/ray-verl/prometheus/prometheus.yml")
-    assert "Description=Prometheus rm -rf / h (ray-verl)" in lines
+    assert "User=prometheus" in lines and "Type=simple" in lines and not any(x.startswith("Group=") for x in lines)
+    assert f"ExecStart={' '.join(argv)}" in lines
+    assert lines[lines.index("[Service]") - 4] == "Description=Prometheus rm -rf / h (ray-verl)"
+    assert "ExecStart=/usr/bin/prometheus --config.file=/etc/ray-verl/prometheus/prometheus.yml" in unit

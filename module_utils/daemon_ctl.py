@@ -1,0 +1,360 @@
+"""One of the project's daemons (Redis for the GCS store, TensorBoard, Prometheus) brought to its state in one call of
+library/ray_daemon.py: its directories and files in place, then running as a systemd unit where systemd runs, else
+detached by Debian's start-stop-daemon with a pid file (the lab has no systemd), restarted when its command, unit or
+files changed, and listening before the call returns.
+
+One call instead of a dozen tasks: an idempotent up.yml made one module call per check, each about 0.3 s on the lab.
+Nothing here follows a symbolic link as root: a directory or file of the daemon's that is a link is refused.
+"""
+
+import grp
+import json
+import os
+import pwd
+import re
+import socket
+import stat
+import tempfile
+import time
+
+SYSTEMD_DIR = "/run/systemd/system"
+UNIT_DIR = "/etc/systemd/system"
+# What one word of a command line may hold: nothing a shell or systemd's ExecStart= would read (the roles check their
+# settings before they get here; this is the module's own guard).
+WORD = re.compile(r"[A-Za-z0-9._/:=,+@^-]+")
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+PACKAGE = re.compile(r"[a-z0-9][a-z0-9+.-]{1,63}")
+MODE = re.compile(r"0?[0-7]{3}")
+STOP_RETRY = "TERM/30/KILL/5"
+LOG_TAIL_LINES = 3
+
+
+class DaemonError(Exception):
+    """One line naming the daemon, file or setting at fault (never a file's content)."""
+
+
+def check_settings(p):
+    """The module's parameters, checked: a bad one is a DaemonError naming it."""
+    for field in ("name", "user"):
+        if not NAME.fullmatch(str(p[field] or "")):
+            raise DaemonError(f"{field} must be 1-64 letters, digits and ._- (starting with a letter or digit)")
+    if p.get("group") and not NAME.fullmatch(str(p["group"])):
+        raise DaemonError("group must be 1-64 letters, digits and ._- (starting with a letter or digit)")
+    if p["state"] == "started":
+        if not p["argv"] or not os.path.isabs(p["argv"][0]):
+            raise DaemonError("argv must name the executable first, by its absolute path")
+        for word in p["argv"]:
+            if not WORD.fullmatch(word):
+                raise DaemonError("every word of argv must be letters, digits and ._/:=,+@^- (no shell, no quoting)")
+    for field in ("log", "run_dir"):
+        if not os.path.isabs(p[field]) or "\n" in p[field]:
+            raise DaemonError(f"{field} must be an absolute path")
+    if p["package"] and not PACKAGE.fullmatch(p["package"]):
+        raise DaemonError("package must be a Debian package name")
+    for entry in p["directories"] + p["files"]:
+        if not os.path.isabs(entry["path"]) or ".." in entry["path"].split("/") or "\n" in entry["path"]:
+            raise DaemonError(f"{entry['path']!r} must be an absolute path without '..'")
+        if not MODE.fullmatch(str(entry["mode"])):
+            raise DaemonError(f"the mode of {entry['path']} must be octal, such as 0644")
+
+
+def names(p):
+    """Where its pid file, recorded command and unit live, and the process name start-stop-daemon matches (the
+    kernel's comm: the executable's base name, at most 15 characters; never --exec, a script's is its interpreter)."""
+    return {"pidfile": os.path.join(p["run_dir"], p["name"] + ".pid"),
+            "state_file": os.path.join(p["run_dir"], p["name"] + ".cmd"),
+            "unit_file": os.path.join(UNIT_DIR, p["name"] + ".service"),
+            "process": os.path.basename(p["argv"][0])[:15] if p["argv"] else ""}
+
+
+def ids(user, group=None):
+    try:
+        uid = pwd.getpwnam(user).pw_uid
+    except KeyError:
+        raise DaemonError(f"user {user} does not exist on this host") from None
+    try:
+        gid = grp.getgrnam(group).gr_gid if group else pwd.getpwnam(user).pw_gid
+    except KeyError:
+        raise DaemonError(f"group {group} does not exist on this host") from None
+    return uid, gid
+
+
+def _lstat(path):
+    try:
+        found = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(found.st_mode):
+        raise DaemonError(f"{path} is a symbolic link: refused (the daemon's files are never followed through one)")
+    return found
+
+
+def directory(entry, check):
+    """Make or fix one directory ({path, owner, group, mode}); True when it changed (or would)."""
+    uid, gid = ids(entry["owner"], entry.get("group"))
+    mode = int(entry["mode"], 8)
+    found = _lstat(entry["path"])
+    if found is not None and not stat.S_ISDIR(found.st_mode):
+        raise DaemonError(f"{entry['path']} exists and is not a directory")
+    if found is not None and (found.st_uid, found.st_gid, stat.S_IMODE(found.st_mode)) == (uid, gid, mode):
+        return False
+    if not check:
+        if found is None:
+            os.makedirs(entry["path"], mode=0o755, exist_ok=True)
+        os.chown(entry["path"], uid, gid, follow_symlinks=False)
+        os.chmod(entry["path"], mode)
+    return True
+
+
+def file_differs(entry, uid, gid, mode):
+    found = _lstat(entry["path"])
+    if found is None:
+        return True
+    if not stat.S_ISREG(found.st_mode):
+        raise DaemonError(f"{entry['path']} exists and is not a regular file")
+    if (found.st_uid, found.st_gid, stat.S_IMODE(found.st_mode)) != (uid, gid, mode):
+        return True
+    with open(entry["path"], "rb") as handle:
+        return handle.read() != entry["content"].encode()
+
+
+def place(entry, check, run):
+    """Write one file ({path, content, mode, owner, group, validate}) when it differs: a new file beside it, checked by
+    its validate command (the word %s is its path) before it replaces the one in use. True when it changed."""
+    uid, gid = ids(entry["owner"], entry.get("group"))
+    mode = int(entry["mode"], 8)
+    if not file_differs(entry, uid, gid, mode):
+        return False
+    if check:
+        return True
+    folder = os.path.dirname(entry["path"])
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(entry["path"]) + ".")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(entry["content"].encode())
+            os.fchown(handle.fileno(), uid, gid)
+            os.fchmod(handle.fileno(), mode)
+        if entry.get("validate"):
+            argv = [word.replace("%s", tmp) for word in entry["validate"]]
+            rc, out, err = run(argv)
+            if rc != 0:
+                said = (err or out).strip().splitlines()
+                raise DaemonError(f"{entry['path']}: {argv[0]} refused the new file, which was not put in place: "
+                                  f"{said[-1][:300] if said else 'exit ' + str(rc)}")
+        os.replace(tmp, entry["path"])
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return True
+
+
+def unit(p):
+    """The systemd unit of the daemon (every word of its command checked: nothing needs quoting)."""
+    description = re.sub(r"[^A-Za-z0-9 ._,()/:-]", "", p["description"] or p["name"])
+    lines = ["# Written by ray-verl (library/ray_daemon.py); changes here are overwritten.", "[Unit]",
+             f"Description={description} (ray-verl)", "After=network-online.target", "Wants=network-online.target",
+             "", "[Service]", f"Type={'notify' if p['notify'] else 'simple'}", f"User={p['user']}"]
+    if p.get("group"):
+        lines.append(f"Group={p['group']}")
+    lines += [f"ExecStart={' '.join(p['argv'])}", "Restart=always", "RestartSec=5", "LimitNOFILE=65535", "",
+              "[Install]", "WantedBy=multi-user.target", ""]
+    return "\n".join(lines)
+
+
+def listening(host, port):
+    try:
+        with socket.create_connection((host, int(port)), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def wait_listening(p, systemd, run, log_tail):
+    """Return once it listens on p['listen']; DaemonError naming its log (and that log's last lines) after wait_s."""
+    host, port = p["listen"]["host"], p["listen"]["port"]
+    deadline = time.monotonic() + p["wait_s"]
+    while not listening(host, port):
+        if time.monotonic() > deadline:
+            raise DaemonError(f"{p['name']} did not listen on {host}:{port} within {p['wait_s']} s; its log "
+                              f"({log_where(p, systemd)}) "
+                              f"ends: {' / '.join(log_tail(p, systemd, run))[:400]}")
+        time.sleep(0.2)
+
+
+def log_where(p, systemd):
+    return f"journalctl -u {p['name']}" if systemd else p["log"]
+
+
+def log_tail(p, systemd, run):
+    if systemd:
+        _, out, _ = run(["journalctl", "-u", p["name"] + ".service", "-n", str(LOG_TAIL_LINES), "--no-pager",
+                         "-o", "cat"])
+        return out.splitlines()[-LOG_TAIL_LINES:]
+    try:
+        if _lstat(p["log"]) is None:
+            return []
+        with open(p["log"], "rb") as handle:
+            handle.seek(max(0, os.fstat(handle.fileno()).st_size - 4096))
+            return handle.read().decode("utf-8", "replace").splitlines()[-LOG_TAIL_LINES:]
+    except (OSError, DaemonError):
+        return []
+
+
+class Plain:
+    """No systemd: start-stop-daemon finds a running one by its pid file and process name; the command it was
+    started with is recorded beside the pid file, so a new command restarts it as a new unit file would."""
+
+    def __init__(self, p, run, check):
+        self.p, self.run, self.check, self.n = p, run, check, names(p)
+
+    def running(self):
+        if _lstat(self.n["pidfile"]) is None:
+            return False
+        rc, _, _ = self.run(["start-stop-daemon", "--status", "--pidfile", self.n["pidfile"], "--name", self.n["process"]])
+        return rc == 0
+
+    alive = running
+
+    def stop(self):
+        rc, out, err = self.run(["start-stop-daemon", "--stop", "--pidfile", self.n["pidfile"], "--name",
+                                 self.n["process"], "--retry", STOP_RETRY, "--oknodo", "--remove-pidfile"])
+        if rc != 0:
+            raise DaemonError(f"{self.p['name']}: start-stop-daemon could not stop it: {(err or out).strip()[:300]}")
+
+    def converge(self, restart):
+        """Returns 'started', 'restarted' or None."""
+        recorded = json.dumps({"argv": self.p["argv"], "user": self.p["user"], "group": self.p.get("group")},
+                              indent=1) + "\n"
+        state = {"path": self.n["state_file"], "content": recorded, "mode": "0600", "owner": "root", "group": "root"}
+        directory({"path": self.p["run_dir"], "owner": "root", "group": "root", "mode": "0700"}, self.check)
+        new_command = place(state, self.check, self.run)
+        running = self.running()
+        if running and not (new_command or restart):
+            return None
+        if self.check:
+            return "restarted" if running else "started"
+        if running:
+            self.stop()
+        user = self.p["user"] + (":" + self.p["group"] if self.p.get("group") else "")
+        rc, out, err = self.run(["start-stop-daemon", "--start", "--background", "--make-pidfile",
+                                 "--pidfile", self.n["pidfile"], "--name", self.n["process"], "--chuid", user,
+                                 "--chdir", "/", "--output", self.p["log"], "--startas", self.p["argv"][0], "--"]
+                                + self.p["argv"][1:])
+        if rc != 0:
+            raise DaemonError(f"{self.p['name']}: start-stop-daemon could not start it: {(err or out).strip()[:300]}")
+        return "restarted" if running else "started"
+
+    def halt(self):
+        if not self.running():
+            return False
+        if not self.check:
+            self.stop()
+        return True
+
+
+class Systemd:
+    """A unit in /etc/systemd/system, enabled and running; what would take its place (Debian's prometheus.service,
+    on the same port and every interface) stopped and masked."""
+
+    def __init__(self, p, run, check):
+        self.p, self.run, self.check, self.n = p, run, check, names(p)
+
+    def ctl(self, *args):
+        rc, out, _ = self.run(["systemctl", *args])
+        return rc, out.strip()
+
+    def must(self, *args):
+        rc, _ = self.ctl(*args)
+        if rc != 0:
+            raise DaemonError(f"{self.p['name']}: systemctl {' '.join(args)} failed (exit {rc}); see journalctl -u "
+                              f"{self.p['name']}")
+
+    def converge(self, restart):
+        changed = False
+        for other in self.p["conflicts"]:
+            if self.ctl("is-enabled", other)[1] != "masked":
+                changed = True
+                if not self.check:
+                    self.ctl("stop", other)
+                    self.must("mask", other)
+        entry = {"path": self.n["unit_file"], "content": unit(self.p), "mode": "0644", "owner": "root",
+                 "group": "root"}
+        new_unit = place(entry, self.check, self.run)
+        if new_unit and not self.check:
+            self.must("daemon-reload")
+        if self.ctl("is-enabled", self.p["name"] + ".service")[1] != "enabled":
+            changed = True
+            if not self.check:
+                self.must("enable", self.p["name"] + ".service")
+        active = self.ctl("is-active", self.p["name"] + ".service")[1] == "active"
+        if active and not (new_unit or restart):
+            return "changed" if changed else None
+        if not self.check:
+            self.must("restart" if active else "start", self.p["name"] + ".service")
+        return "restarted" if active else "started"
+
+    def alive(self):
+        return self.ctl("is-active", self.p["name"] + ".service")[1] in ("active", "activating", "reloading")
+
+    def halt(self):
+        if _lstat(self.n["unit_file"]) is None or self.ctl("is-active", self.p["name"] + ".service")[1] != "active":
+            return False
+        if not self.check:
+            self.must("stop", self.p["name"] + ".service")
+        return True
+
+
+def install(p, run, check):
+    """Debian's package of the daemon, asked for only when its executable is missing (asking apt costs more than the
+    rest of the call); no recommends (Prometheus's would add a node exporter listening on every interface)."""
+    if not p["package"]:
+        raise DaemonError(f"{p['requires']} does not exist on this host")
+    if check:
+        return
+    rc, out, err = run(["apt-get", "install", "-y", "-q", "--no-install-recommends", p["package"]],
+                       environ_update={"DEBIAN_FRONTEND": "noninteractive"})
+    said = (err or out).strip().splitlines()
+    if rc != 0 or not os.path.exists(p["requires"]):
+        raise DaemonError(f"apt-get could not install {p['package']} (for {p['requires']}): "
+                          f"{said[-1][:300] if said else 'exit ' + str(rc)}")
+
+
+def converge(p, run, check, systemd=None):
+    """Bring the daemon to p['state']: the module's result (changed, action, written, systemd, installed)."""
+    check_settings(p)
+    systemd = os.path.isdir(SYSTEMD_DIR) if systemd is None else systemd
+    manager = (Systemd if systemd else Plain)(p, run, check)
+    result = {"changed": False, "action": None, "written": [], "systemd": systemd, "installed": None}
+    if p["state"] == "stopped":
+        result["changed"] = manager.halt()
+        result["action"] = "stopped" if result["changed"] else None
+        return result
+    if p["requires"] and not os.path.exists(p["requires"]):
+        install(p, run, check)
+        result["installed"] = p["package"]
+        if check:
+            # Its user and files come with the package: nothing more to compare until it is there.
+            return {**result, "changed": True, "action": "started"}
+    changed = False
+    for entry in p["directories"]:
+        changed = directory(entry, check) or changed
+    for entry in p["files"]:
+        if place(entry, check, run):
+            result["written"].append(entry["path"])
+    action = manager.converge(p["restart"] or bool(result["written"]))
+    result["action"] = action if action in ("started", "restarted") else None
+    result["changed"] = changed or bool(result["written"] or result["installed"]) or action is not None
+    if p["listen"] and not check:
+        taken = result["action"] is not None and listening(p["listen"]["host"], p["listen"]["port"])
+        wait_listening(p, systemd, run, log_tail)
+        if taken:
+            # Listening the moment it was started: another process may hold the port, and ours has died on it.
+            deadline = time.monotonic() + 1.0
+            while time.monotonic() < deadline:
+                if not manager.alive():
+                    raise DaemonError(f"{p['name']} exited once started; another process listens on "
+                                      f"{p['listen']['host']}:{p['listen']['port']}. Its log ({log_where(p, systemd)})"
+                                      f" ends: {' / '.join(log_tail(p, systemd, run))[:400]}")
+                time.sleep(0.2)
+    return result
