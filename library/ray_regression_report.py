@@ -103,8 +103,12 @@ from ansible.module_utils import regression_gates as rg
 from ansible.module_utils import regression_report as rr
 from ansible.module_utils import verl_metrics as vm
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.jobs import files as jf
 from ansible.module_utils.jobs import record as jr
 from ansible.module_utils.jobs.status import JobStatus
+
+# The report shows a log's last rr.LOG_TAIL_LINES lines: this many bytes hold them, however long the lines.
+LOG_TAIL_BYTES = 256 * 1024
 
 
 def main():
@@ -150,9 +154,10 @@ def main():
         if status is None and entry["name"] in p["errors"]:
             status = JobStatus(sid, state="FAILED", reason="NOT_SUBMITTED", message=str(p["errors"][entry["name"]]))
         try:
-            with open(files["driver_log"], encoding="utf-8", errors="replace") as handle:
-                log = handle.read()
-        except OSError:
+            # Only its last lines go in the report: its tail, never the whole of a multi-day run's log, never through
+            # a link, never blocking on a FIFO (jobs.files.read_text).
+            log = jf.read_text(files["driver_log"], limit=LOG_TAIL_BYTES, tail=True, base=record) or ""
+        except (OSError, jf.RecordError):  # a link, a FIFO: the entry has no log to show
             log = ""
         rows = vm.read_jsonl(files["metrics"])
         results.append(rr.entry_result(entry["name"], entry["spec"], sid, status.to_dict() if status else None, log, record,

@@ -367,3 +367,27 @@ def test_a_retried_entry_is_judged_by_its_last_attempt(tmp_path, capsys):
         ray_regression_report.main()
     out = json.loads(capsys.readouterr().out)
     assert out["ok"] and out["failed_entries"] == [] and "run-e-r1" in out["summary"]
+
+
+def test_the_report_reads_only_a_logs_tail_and_never_through_a_link(tmp_path, capsys):
+    """A multi-day run's driver log is read from its end (its last lines are all the report shows); a driver.log that is
+    a link to another file is never followed (the entry shows no log)."""
+    jobs = tmp_path / "jobs"
+    secret = tmp_path / "elsewhere.txt"
+    secret.write_text("not the job's: a file only root may read\n")
+    for sid in ("run-long", "run-link"):
+        (jobs / sid / "logs").mkdir(parents=True)
+        (jobs / sid / "status.json").write_text(json.dumps({"submission_id": sid, "state": "FAILED", "final": True}))
+    with open(jobs / "run-long" / "logs" / "driver.log", "w", encoding="utf-8") as handle:
+        handle.write("early line that no report shows\n" + "x" * 100 + "\n")
+        for step in range(20000):
+            handle.write(f"step {step} " + "y" * 40 + "\n")
+        handle.write("Traceback: the last line\n")
+    os.symlink(secret, jobs / "run-link" / "logs" / "driver.log")
+    args = {"run_id": "run", "suite": "s", "started_at": 1, "shared_root": str(tmp_path),
+            "entries": [{"name": "long", "spec": "smoke"}, {"name": "link", "spec": "smoke"}]}
+    report_module(capsys, args)
+    written = {e["name"]: e for e in json.loads((tmp_path / "regression" / "run" / "report.json").read_text())["entries"]}
+    tail = written["long"]["log_tail"].splitlines()
+    assert len(tail) == rr.LOG_TAIL_LINES and tail[-1] == "Traceback: the last line" and tail[0].startswith("step 19961 ")
+    assert written["link"]["log_tail"] == "" and "only root" not in json.dumps(written)
