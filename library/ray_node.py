@@ -151,6 +151,10 @@ reason:
   description: Why.
   returned: always
   type: str
+token_changed:
+  description: The node's copy of the cluster token was (or, in check mode, would be) rewritten.
+  returned: when O(state=started)
+  type: bool
 changes:
   description: What differs from the recorded configuration.
   returned: always
@@ -312,7 +316,8 @@ def main():
     gcs_alive = p["role"] != "head" or not raylets or bool(ctl.find_gcs_servers())
     action, reason = ctl.plan(bool(raylets), state, want["fingerprint"], p["cleanup_legacy"], p["restart"], gcs_alive)
     changes = ctl.diff_state(state, want)
-    result = {"action": action, "reason": reason, "changes": changes, "ray_version": version, "argv": argv}
+    result = {"action": action, "reason": reason, "changes": changes, "ray_version": version, "argv": argv,
+              "token_changed": token_changed}
     if action == "none":
         module.exit_json(changed=token_changed, **result)
     if action == "restart" and not (p["restart"] or p["force"]):
