@@ -380,8 +380,7 @@ def test_the_report_reads_only_a_logs_tail_and_never_through_a_link(tmp_path, ca
         (jobs / sid / "status.json").write_text(json.dumps({"submission_id": sid, "state": "FAILED", "final": True}))
     with open(jobs / "run-long" / "logs" / "driver.log", "w", encoding="utf-8") as handle:
         handle.write("early line that no report shows\n" + "x" * 100 + "\n")
-        for step in range(20000):
-            handle.write(f"step {step} " + "y" * 40 + "\n")
+        handle.writelines(f"step {step} " + "y" * 40 + "\n" for step in range(20000))
         handle.write("Traceback: the last line\n")
     os.symlink(secret, jobs / "run-link" / "logs" / "driver.log")
     args = {"run_id": "run", "suite": "s", "started_at": 1, "shared_root": str(tmp_path),
