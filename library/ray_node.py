@@ -54,9 +54,11 @@ options:
     description: CPUs a worker offers; Ray detects them when unset.
     type: int
   num_gpus:
-    description: GPUs a worker offers.
-    type: int
-    default: 0
+    description:
+      - GPUs a worker offers, a whole number, or V(auto) to count them with C(nvidia-smi) (0 where it is missing or
+        fails).
+    type: str
+    default: "0"
   resources:
     description: "Custom resources, e.g. C({\"worker_node\": 1})."
     type: dict
@@ -151,6 +153,10 @@ reason:
   description: Why.
   returned: always
   type: str
+num_gpus:
+  description: The GPUs the node offers (O(num_gpus), or what C(nvidia-smi) counted for V(auto)).
+  returned: when O(state=started)
+  type: int
 token_changed:
   description: The node's copy of the cluster token was (or, in check mode, would be) rewritten.
   returned: when O(state=started)
@@ -251,7 +257,7 @@ def main():
             "dashboard_port": {"type": "int", "default": 8265},
             "client_server_port": {"type": "int", "default": 10001},
             "num_cpus": {"type": "int"},
-            "num_gpus": {"type": "int", "default": 0},
+            "num_gpus": {"type": "str", "default": "0"},
             "resources": {"type": "dict", "default": {}},
             "extra_args": {"type": "list", "elements": "str", "default": []},
             "env": {"type": "dict", "default": {}},
@@ -297,6 +303,10 @@ def main():
         module.exit_json(changed=True, action="stop", reason=f"stopping {len(raylets)} raylet(s), {len(drivers)} driver(s)", changes=[], ray_version="",
                          killed_driver_pids=killed or drivers, store_cleared=cleared)
 
+    try:
+        p["num_gpus"] = ctl.gpu_count(module.run_command, p["num_gpus"])
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
     version = ray_version(module, python, p["ray_version"])
     token_changed = bool(p["token"]) and ctl.keep_token(p["token"], p["token_path"], module.check_mode)
     try:
@@ -317,7 +327,7 @@ def main():
     action, reason = ctl.plan(bool(raylets), state, want["fingerprint"], p["cleanup_legacy"], p["restart"], gcs_alive)
     changes = ctl.diff_state(state, want)
     result = {"action": action, "reason": reason, "changes": changes, "ray_version": version, "argv": argv,
-              "token_changed": token_changed}
+              "token_changed": token_changed, "num_gpus": p["num_gpus"]}
     if action == "none":
         module.exit_json(changed=token_changed, **result)
     if action == "restart" and not (p["restart"] or p["force"]):

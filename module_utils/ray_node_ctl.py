@@ -83,6 +83,20 @@ SOCKET_VARS = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
 _IFNAME = re.compile(r"[A-Za-z0-9_.:@-]{1,15}")
 
 
+def gpu_count(run_command, wanted):
+    """The GPUs a node offers: a whole number as given, or for "auto" what nvidia-smi lists (0 where it is missing or
+    fails: a CPU node). ValueError, naming the option, for anything else."""
+    text = str(wanted).strip()
+    if text.isdigit() and len(text) <= 4:
+        return int(text)
+    if text != "auto":
+        raise ValueError("num_gpus must be a whole number or auto")
+    if not shutil.which("nvidia-smi"):
+        return 0
+    rc, out, _ = run_command(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"])
+    return len([line for line in out.splitlines() if line.strip()]) if rc == 0 else 0
+
+
 def socket_interface(run_command, ifname, target):
     """The interface named by the socket_ifname setting: `auto` is the one that reaches target.
 

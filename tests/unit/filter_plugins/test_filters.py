@@ -59,3 +59,16 @@ def test_the_shared_root_layout_has_one_home():
         assert exact in conventions.LAYOUT
     with open(os.path.join(ROOT, "roles", "shared_root", "defaults", "main.yml"), encoding="utf-8") as handle:
         assert yaml.safe_load(handle)["shared_root_layout"] == "{{ (shared_root_path | ray_verl_paths).layout }}"
+
+
+def test_shared_root_other_storage_names_every_node_that_sees_other_storage():
+    from cluster_filters import shared_root_other_storage
+
+    hostvars = {"head": {"__shared_root": {"mark": "a"}}, "w1": {"__shared_root": {"mark": "a"}},
+                "w2": {"__shared_root": {"mark": "b"}}, "w3": {"__shared_root": {"mark": ""}}, "w4": {},
+                "w5": {"__shared_root": {"mark": "c"}}}
+    assert shared_root_other_storage(["head", "w1", "w2", "w3", "w4", "w5"], hostvars) == ["w2", "w5"]
+    assert shared_root_other_storage(["head", "w1"], hostvars) == []
+    assert shared_root_other_storage([], hostvars) == []
+    # The first node without a mark: nothing to compare with.
+    assert shared_root_other_storage(["w3", "w2"], hostvars) == []

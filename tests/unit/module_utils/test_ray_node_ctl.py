@@ -164,3 +164,21 @@ def test_run_env_puts_the_ray_venv_first_on_path():
 def test_a_failed_ray_stop_is_an_error_naming_it():
     with pytest.raises(RuntimeError, match="^ray stop failed: no permission$"):
         ctl.stop(lambda argv, environ_update=None: (1, "", "no permission\n"), "/opt/ray/bin/ray", {}, False)
+
+
+def test_gpu_count_takes_a_number_or_counts_with_nvidia_smi(monkeypatch):
+    calls = []
+
+    def run(argv):
+        calls.append(argv)
+        return 0, "0\n1\n2\n\n", ""
+
+    assert ctl.gpu_count(run, "4") == 4 and ctl.gpu_count(run, 0) == 0 and not calls
+    monkeypatch.setattr(ctl.shutil, "which", lambda name: None)
+    assert ctl.gpu_count(run, "auto") == 0 and not calls  # a CPU node: no nvidia-smi
+    monkeypatch.setattr(ctl.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
+    assert ctl.gpu_count(run, "auto") == 3 and calls == [["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"]]
+    assert ctl.gpu_count(lambda argv: (9, "", "NVIDIA-SMI has failed"), "auto") == 0  # no driver: none usable
+    for bad in ("-1", "1.5", "4; rm -rf /", "99999", "", "AUTO "):
+        with pytest.raises(ValueError, match="^num_gpus must be a whole number or auto$"):
+            ctl.gpu_count(run, bad)
