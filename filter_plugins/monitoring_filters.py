@@ -51,6 +51,17 @@ def ray_prometheus_target_hosts(answer):
     return sorted(monitoring.target_hosts(answer))
 
 
+def ray_prometheus_caught_up(answer, ray_nodes):
+    """Whether Prometheus's /api/v1/targets answer (its JSON) has a target on every ALIVE node of Ray's list and none of
+    them down (doctor.prometheus_check finds no problem): a node that joined seconds ago shows within about 10 s (Ray
+    rewrites its discovery file every 5 s; Prometheus reads it as often)."""
+    if not isinstance(answer, dict):
+        return False
+    _, problems = doctor.prometheus_check({"url": "", "host": "", "sd_file": "", "answer": {"status": 200, "json": answer}},
+                                          ray_nodes or [], {})
+    return not problems
+
+
 def ray_doctor_prometheus(report, prometheus, ray_nodes, hosts, hostvars):
     """doctor.yml's report (ray_doctor_report's {lines, problems}) with Prometheus's line and problems added
     (doctor.prometheus_check: every ALIVE Ray node a target, every target up); prometheus None: unchanged."""
@@ -70,4 +81,5 @@ class FilterModule:
                 "ray_prometheus_settings": ray_prometheus_settings,
                 "ray_prometheus_config": ray_prometheus_config, "ray_prometheus_rules": ray_prometheus_rules,
                 "ray_monitoring_node_ips": ray_monitoring_node_ips,
-                "ray_prometheus_target_hosts": ray_prometheus_target_hosts, "ray_doctor_prometheus": ray_doctor_prometheus}
+                "ray_prometheus_target_hosts": ray_prometheus_target_hosts,
+                "ray_prometheus_caught_up": ray_prometheus_caught_up, "ray_doctor_prometheus": ray_doctor_prometheus}

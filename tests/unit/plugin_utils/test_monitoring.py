@@ -10,6 +10,7 @@ import yaml
 from ansible.errors import AnsibleFilterError
 from monitoring_filters import (
     ray_monitoring_node_ips,
+    ray_prometheus_caught_up,
     ray_prometheus_settings,
     ray_prometheus_target_hosts,
     ray_tensorboard_settings,
@@ -119,9 +120,31 @@ def test_the_node_ips_and_the_target_hosts_compare():
         {"labels": {"job": "other", "instance": "10.0.0.12:9100"}, "health": "up"}]}}
     assert ray_prometheus_target_hosts(answer) == ["10.0.0.10", "10.0.0.11"]
     assert ray_prometheus_target_hosts({}) == []
-    # A restarted node: its old address stays, down, until Ray's discovery file drops it; up.yml waits for that.
+    # A restarted node: its old address stays, down, until Ray's discovery file drops it.
     answer["data"]["activeTargets"].append({"labels": {"job": "ray", "instance": "10.0.0.11:40001"}, "health": "down"})
     assert ray_prometheus_target_hosts(answer) == ["10.0.0.10"]
+
+
+def test_doctor_waits_until_prometheus_has_caught_up_with_rays_nodes():
+    def node(ip, state="ALIVE"):
+        return {"node_ip": ip, "state": state}
+
+    def targets(*rows):
+        return {"status": "success", "data": {"activeTargets": [
+            {"labels": {"job": "ray", "instance": f"{ip}:{port}"}, "health": health} for ip, port, health in rows]}}
+
+    nodes = [node("10.0.0.10"), node("10.0.0.11"), node("10.0.0.12", "DEAD")]
+    # The worker joined seconds ago: no target yet.
+    assert not ray_prometheus_caught_up(targets(("10.0.0.10", 1, "up")), nodes)
+    # Listed, not scraped yet: caught up (a scrape follows); a dead node needs none.
+    assert ray_prometheus_caught_up(targets(("10.0.0.10", 1, "up"), ("10.0.0.11", 2, "unknown")), nodes)
+    # A target that is down is a problem, unless Ray still lists the node's replaced self beside the new one.
+    down = targets(("10.0.0.10", 1, "up"), ("10.0.0.11", 2, "up"), ("10.0.0.11", 3, "down"))
+    assert not ray_prometheus_caught_up(down, nodes)
+    assert ray_prometheus_caught_up(down, nodes + [node("10.0.0.11")])
+    # No answer to judge, or no node Ray lists: nothing to wait for.
+    assert not ray_prometheus_caught_up(None, nodes) and not ray_prometheus_caught_up("<html>", nodes)
+    assert ray_prometheus_caught_up(targets(), [])
 
 
 def rules_file(tmp_path, **change):
