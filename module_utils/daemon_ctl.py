@@ -24,7 +24,8 @@ UNIT_DIR = "/etc/systemd/system"
 WORD = re.compile(r"[A-Za-z0-9._/:=,+@^-]+")
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 PACKAGE = re.compile(r"[a-z0-9][a-z0-9+.-]{1,63}")
-MODE = re.compile(r"0?[0-7]{3}")
+# With its leading 0: an unquoted 0640 in YAML reaches the module as 416, which must not pass as a mode.
+MODE = re.compile(r"0[0-7]{3}")
 STOP_RETRY = "TERM/30/KILL/5"
 LOG_TAIL_LINES = 3
 
@@ -55,7 +56,7 @@ def check_settings(p):
         if not os.path.isabs(entry["path"]) or ".." in entry["path"].split("/") or "\n" in entry["path"]:
             raise DaemonError(f"{entry['path']!r} must be an absolute path without '..'")
         if not MODE.fullmatch(str(entry["mode"])):
-            raise DaemonError(f"the mode of {entry['path']} must be octal, such as 0644")
+            raise DaemonError(f"the mode of {entry['path']} must be octal with its leading 0, such as \"0644\" (quoted)")
 
 
 def names(p):
@@ -89,6 +90,18 @@ def _lstat(path):
     return found
 
 
+def makedirs(path):
+    """Make path and its missing parents, each 0755 whatever the umask (os.makedirs gives parents the umask's mode: a
+    0750 /etc/ray-verl would hide Prometheus's configuration from its user)."""
+    missing = []
+    while _lstat(path) is None:
+        missing.append(path)
+        path = os.path.dirname(path)
+    for folder in reversed(missing):
+        os.mkdir(folder, 0o755)
+        os.chmod(folder, 0o755)
+
+
 def directory(entry, check):
     """Make or fix one directory ({path, owner, group, mode}); True when it changed (or would)."""
     uid, gid = ids(entry["owner"], entry.get("group"))
@@ -100,7 +113,7 @@ def directory(entry, check):
         return False
     if not check:
         if found is None:
-            os.makedirs(entry["path"], mode=0o755, exist_ok=True)
+            makedirs(entry["path"])
         os.chown(entry["path"], uid, gid, follow_symlinks=False)
         os.chmod(entry["path"], mode)
     return True
@@ -216,6 +229,14 @@ class Plain:
 
     alive = running
 
+    def state(self):
+        recorded = json.dumps({"argv": self.p["argv"], "user": self.p["user"], "group": self.p.get("group")},
+                              indent=1) + "\n"
+        return {"path": self.n["state_file"], "content": recorded, "mode": "0600", "owner": "root", "group": "root"}
+
+    def rewrites(self):
+        return place(self.state(), True, self.run)
+
     def stop(self):
         rc, out, err = self.run(["start-stop-daemon", "--stop", "--pidfile", self.n["pidfile"], "--name",
                                  self.n["process"], "--retry", STOP_RETRY, "--oknodo", "--remove-pidfile"])
@@ -224,11 +245,8 @@ class Plain:
 
     def converge(self, restart):
         """Returns 'started', 'restarted' or None."""
-        recorded = json.dumps({"argv": self.p["argv"], "user": self.p["user"], "group": self.p.get("group")},
-                              indent=1) + "\n"
-        state = {"path": self.n["state_file"], "content": recorded, "mode": "0600", "owner": "root", "group": "root"}
         directory({"path": self.p["run_dir"], "owner": "root", "group": "root", "mode": "0700"}, self.check)
-        new_command = place(state, self.check, self.run)
+        new_command = place(self.state(), self.check, self.run)
         running = self.running()
         if running and not (new_command or restart):
             return None
@@ -236,6 +254,11 @@ class Plain:
             return "restarted" if running else "started"
         if running:
             self.stop()
+        # start-stop-daemon opens its output as root, following a link: refused here; a missing folder would make
+        # the daemon die unseen.
+        _lstat(self.p["log"])
+        if _lstat(os.path.dirname(self.p["log"])) is None:
+            makedirs(os.path.dirname(self.p["log"]))
         user = self.p["user"] + (":" + self.p["group"] if self.p.get("group") else "")
         rc, out, err = self.run(["start-stop-daemon", "--start", "--background", "--make-pidfile",
                                  "--pidfile", self.n["pidfile"], "--name", self.n["process"], "--chuid", user,
@@ -270,6 +293,12 @@ class Systemd:
             raise DaemonError(f"{self.p['name']}: systemctl {' '.join(args)} failed (exit {rc}); see journalctl -u "
                               f"{self.p['name']}")
 
+    def unit_entry(self):
+        return {"path": self.n["unit_file"], "content": unit(self.p), "mode": "0644", "owner": "root", "group": "root"}
+
+    def rewrites(self):
+        return place(self.unit_entry(), True, self.run)
+
     def converge(self, restart):
         changed = False
         for other in self.p["conflicts"]:
@@ -278,9 +307,7 @@ class Systemd:
                 if not self.check:
                     self.ctl("stop", other)
                     self.must("mask", other)
-        entry = {"path": self.n["unit_file"], "content": unit(self.p), "mode": "0644", "owner": "root",
-                 "group": "root"}
-        new_unit = place(entry, self.check, self.run)
+        new_unit = place(self.unit_entry(), self.check, self.run)
         if new_unit and not self.check:
             self.must("daemon-reload")
         if self.ctl("is-enabled", self.p["name"] + ".service")[1] != "enabled":
@@ -295,10 +322,12 @@ class Systemd:
         return "restarted" if active else "started"
 
     def alive(self):
-        return self.ctl("is-active", self.p["name"] + ".service")[1] in ("active", "activating", "reloading")
+        return self.ctl("is-active", self.p["name"] + ".service")[1] in ("active", "reloading")
 
     def halt(self):
-        if _lstat(self.n["unit_file"]) is None or self.ctl("is-active", self.p["name"] + ".service")[1] != "active":
+        # A unit crash-looping (activating, between restarts) or still starting is stopped too.
+        if _lstat(self.n["unit_file"]) is None or self.ctl("is-active", self.p["name"] + ".service")[1] in (
+                "inactive", "failed", "unknown", ""):
             return False
         if not self.check:
             self.must("stop", self.p["name"] + ".service")
@@ -312,7 +341,9 @@ def install(p, run, check):
         raise DaemonError(f"{p['requires']} does not exist on this host")
     if check:
         return
-    rc, out, err = run(["apt-get", "install", "-y", "-q", "--no-install-recommends", p["package"]],
+    # A fresh host's unattended-upgrades may hold dpkg's lock for a while: wait for it as Ansible's apt module does.
+    rc, out, err = run(["apt-get", "install", "-y", "-q", "--no-install-recommends", "-o", "DPkg::Lock::Timeout=120",
+                        p["package"]],
                        environ_update={"DEBIAN_FRONTEND": "noninteractive"})
     said = (err or out).strip().splitlines()
     if rc != 0 or not os.path.exists(p["requires"]):
@@ -339,22 +370,26 @@ def converge(p, run, check, systemd=None):
     changed = False
     for entry in p["directories"]:
         changed = directory(entry, check) or changed
-    for entry in p["files"]:
-        if place(entry, check, run):
-            result["written"].append(entry["path"])
-    action = manager.converge(p["restart"] or bool(result["written"]))
+    # A restart is owed from the moment a file, the unit or the command is rewritten until the daemon has (re)started:
+    # a run that stops in between (a failed systemctl, a killed ansible) leaves the mark, and the next run restarts.
+    marker = os.path.join(p["run_dir"], p["name"] + ".pending")
+    owed = _lstat(marker) is not None
+    differs = [entry for entry in p["files"] if place(entry, True, run)]
+    if (differs or manager.rewrites() or p["restart"]) and not check and not owed:
+        directory({"path": p["run_dir"], "owner": "root", "group": "root", "mode": "0700"}, check)
+        os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600))
+        owed = True
+    if p["listen"] and not manager.alive() and listening(p["listen"]["host"], p["listen"]["port"]):
+        raise DaemonError(f"{p['name']} is not running and another process listens on {p['listen']['host']}:"
+                          f"{p['listen']['port']}: stop it, or give {p['name']} another port")
+    for entry in differs:
+        place(entry, check, run)
+        result["written"].append(entry["path"])
+    action = manager.converge(p["restart"] or owed or bool(differs))
     result["action"] = action if action in ("started", "restarted") else None
     result["changed"] = changed or bool(result["written"] or result["installed"]) or action is not None
     if p["listen"] and not check:
-        taken = result["action"] is not None and listening(p["listen"]["host"], p["listen"]["port"])
         wait_listening(p, systemd, run, log_tail)
-        if taken:
-            # Listening the moment it was started: another process may hold the port, and ours has died on it.
-            deadline = time.monotonic() + 1.0
-            while time.monotonic() < deadline:
-                if not manager.alive():
-                    raise DaemonError(f"{p['name']} exited once started; another process listens on "
-                                      f"{p['listen']['host']}:{p['listen']['port']}. Its log ({log_where(p, systemd)})"
-                                      f" ends: {' / '.join(log_tail(p, systemd, run))[:400]}")
-                time.sleep(0.2)
+    if owed and not check:
+        os.unlink(marker)
     return result

@@ -201,7 +201,8 @@ def test_its_package_is_asked_for_only_when_its_executable_is_missing(tmp_path):
 
     with pytest.raises(daemon_ctl.DaemonError, match="^apt-get could not install nope-pkg .*Unable to locate package"):
         daemon_ctl.converge(missing, run, check=False, systemd=False)
-    assert host.did("apt-get", "install", "-y", "-q", "--no-install-recommends", "nope-pkg")
+    assert host.did("apt-get", "install", "-y", "-q", "--no-install-recommends", "-o", "DPkg::Lock::Timeout=120",
+                    "nope-pkg")
     # In check mode nothing is installed; without a package to install, it is one line naming the path.
     host.calls.clear()
     assert daemon_ctl.converge(missing, run, check=True, systemd=False)["installed"] == "nope-pkg" and not host.calls
@@ -230,21 +231,34 @@ def test_under_systemd_it_is_an_enabled_unit_and_what_would_take_its_place_is_ma
     assert stopped["action"] == "stopped" and host.did("systemctl", "stop", "ray-verl-demo.service")
 
 
+class Listens(Host):
+    """A host whose daemon, once started, listens on a port of 127.0.0.1."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.server = socket.socket()
+        self.server.bind(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+
+    def __call__(self, argv, environ_update=None):
+        answer = super().__call__(argv, environ_update)
+        if argv[:2] == ["start-stop-daemon", "--start"]:
+            self.server.listen()
+        return answer
+
+
 def test_it_returns_once_it_listens_or_names_its_log(tmp_path):
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen()
-    port = server.getsockname()[1]
+    host = Listens()
     try:
-        assert daemon_ctl.converge(params(tmp_path, listen={"host": "127.0.0.1", "port": port}), Host(), False,
+        assert daemon_ctl.converge(params(tmp_path, listen={"host": "127.0.0.1", "port": host.port}), host, False,
                                    False)["action"] == "started"
     finally:
-        server.close()
+        host.server.close()
     (tmp_path / "run" / "demo.log").write_text("starting\nerror: address in use\n")
     with pytest.raises(daemon_ctl.DaemonError) as err:
-        daemon_ctl.converge(params(tmp_path, listen={"host": "127.0.0.1", "port": port}, wait_s=0.5, restart=True),
+        daemon_ctl.converge(params(tmp_path, listen={"host": "127.0.0.1", "port": host.port}, wait_s=0.5, restart=True),
                             Host(running=True), False, False)
-    assert str(err.value) == (f"ray-verl-demo did not listen on 127.0.0.1:{port} within 0.5 s; its log "
+    assert str(err.value) == (f"ray-verl-demo did not listen on 127.0.0.1:{host.port} within 0.5 s; its log "
                               f"({tmp_path}/run/demo.log) ends: starting / error: address in use")
 
 
@@ -262,17 +276,58 @@ def test_a_port_another_process_holds_is_named_not_taken_for_its_own(tmp_path):
     server.bind(("127.0.0.1", 0))
     server.listen()
     port = server.getsockname()[1]
-
-    class Dies(Host):
-        def __call__(self, argv, environ_update=None):
-            answer = super().__call__(argv, environ_update)
-            if argv[:2] == ["start-stop-daemon", "--start"]:
-                self.running = False
-            return answer
-
+    host = Host()
     try:
-        with pytest.raises(daemon_ctl.DaemonError, match=f"^ray-verl-demo exited once started; another process listens "
-                                                         f"on 127.0.0.1:{port}"):
-            daemon_ctl.converge(params(tmp_path, listen={"host": "127.0.0.1", "port": port}), Dies(), False, False)
+        for check in (True, False):
+            with pytest.raises(daemon_ctl.DaemonError, match=f"^ray-verl-demo is not running and another process "
+                                                             f"listens on 127.0.0.1:{port}: stop it"):
+                daemon_ctl.converge(params(tmp_path, listen={"host": "127.0.0.1", "port": port}), host, check, False)
     finally:
         server.close()
+    assert not host.did("start-stop-daemon", "--start")
+
+
+def test_a_restart_owed_by_a_run_that_stopped_halfway_is_made_by_the_next(tmp_path):
+    host = Host()
+    daemon_ctl.converge(params(tmp_path), host, check=False, systemd=False)
+    p = params(tmp_path)
+    p["files"][0]["content"] = "port 2\n"
+
+    class StopFails(Host):
+        def __call__(self, argv, environ_update=None):
+            if argv[:2] == ["start-stop-daemon", "--stop"]:
+                return 2, "", "start-stop-daemon: cannot stop\n"
+            return super().__call__(argv, environ_update)
+
+    failing = StopFails(running=True)
+    with pytest.raises(daemon_ctl.DaemonError, match="could not stop it"):
+        daemon_ctl.converge(p, failing, check=False, systemd=False)
+    assert (tmp_path / "data/demo.conf").read_text() == "port 2\n"  # the new file is in place, its restart owed
+    assert (tmp_path / "run/ray-verl-demo.pending").exists()
+    # Nothing differs any more, yet the next run restarts it (check mode says so too), and then owes nothing.
+    assert daemon_ctl.converge(p, host, check=True, systemd=False)["action"] == "restarted"
+    assert daemon_ctl.converge(p, host, check=False, systemd=False)["action"] == "restarted"
+    assert not (tmp_path / "run/ray-verl-demo.pending").exists()
+    assert not daemon_ctl.converge(p, host, check=False, systemd=False)["changed"]
+
+
+def test_parents_are_made_0755_whatever_the_umask_and_a_linked_log_is_refused(tmp_path):
+    old = os.umask(0o027)
+    try:
+        deep = tmp_path / "etc" / "ray-verl" / "prometheus"
+        daemon_ctl.converge(params(tmp_path, directories=[{"path": str(deep), "owner": "root", "group": "",
+                                                            "mode": "0755"}], files=[]), Host(), False, False)
+    finally:
+        os.umask(old)
+    assert [oct(os.stat(d).st_mode & 0o777) for d in (tmp_path / "etc", deep.parent, deep)] == ["0o755"] * 3
+    (tmp_path / "run").mkdir(exist_ok=True)
+    os.symlink(tmp_path / "elsewhere.log", tmp_path / "run" / "demo.log")
+    with pytest.raises(daemon_ctl.DaemonError, match="demo.log is a symbolic link: refused"):
+        daemon_ctl.converge(params(tmp_path, files=[]), Host(), False, False)
+
+
+def test_an_unquoted_yaml_mode_is_refused():
+    p = params(__import__("pathlib").Path("/tmp/never-made"))
+    p["files"][0]["mode"] = "416"  # what mode: 0640 without quotes becomes
+    with pytest.raises(daemon_ctl.DaemonError, match="must be octal with its leading 0"):
+        daemon_ctl.converge(p, Host(), check=True, systemd=False)
