@@ -53,8 +53,8 @@ test: lint unit unit-verl integration
 
 # The lab's nodes run Ray from .venv-verl, like a GPU image that ships Ray, torch and verl (CPU builds here).
 LAB_VENV := .venv-verl
-$(LAB_VENV)/bin/python: requirements-verl.txt scripts/install_verl.sh
-	bash scripts/install_verl.sh $(LAB_VENV)
+$(LAB_VENV)/bin/python: requirements-verl.txt lab/install_verl.sh
+	bash lab/install_verl.sh $(LAB_VENV)
 	touch $@
 
 lab-venv: $(LAB_VENV)/bin/python

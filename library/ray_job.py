@@ -14,9 +14,10 @@ description:
   - O(action=wait) follows a job for up to O(poll_s) seconds per call, enforcing the spec's pending
     timeout and maximum run time (the job is stopped and recorded as FAILED), refreshing logs/driver.log,
     and finalising status.json and the debug snapshots when the job ends.
-  - Whenever it refreshes logs/driver.log it also writes verl's per-step metrics so far (parsed from the
-    console logger's C(step:N - key:value) lines, module_utils/verl_metrics.py) to metrics.jsonl and a
-    plot of them to metrics.svg in the record.
+  - A verl job's own loggers write its record's metrics.jsonl (verl's file logger, one line per step) and
+    tensorboard/ (its event files); the module never writes them. Each look reads only what metrics.jsonl
+    gained (module_utils/jobs/progress.py) for the job's progress line (step N of M, loss, reward, pace, time
+    left), and the record's C(metrics_note) says when that file is missing or cut short.
   - A record that is not final for a job Ray no longer knows, submitted before the head's node started, is a
     job the head forgot when it restarted; O(action=wait), O(action=status) and O(action=logs) finalise it as
     FAILED (reason HEAD_RESTARTED), keeping all it holds. O(action=reconcile) does that for every record on the

@@ -9,11 +9,14 @@
   job.py        one job: its client, its record and how to redact what is written or shown
   submit.py     the submit pipeline: checks, preflight (verl's config composed on the head), record, submit
   follow.py     wait, stop, status and logs: following a job, enforcing its timeouts, looking for a hang
+  driver_log.py the driver's log in the record, refreshed with only the bytes Ray's log gained since the last look
+  progress.py   verl's own metrics.jsonl read as it grows: steps, loss, reward, pace, the readable progress line
   hang.py       a job's progress (its steps and their times) and when it is hung
   stacks.py     the Python stacks of a job's processes on every node (py-spy through Ray's dashboard)
   watch.py      one pass over every open record (watch.yml): what a follower would do, for every job
   evidence.py   the final record: logs, cluster snapshots, diagnosis (module_utils/diagnosis.py)
   attempts.py   linked attempts and the checkpoint a resumed attempt starts from
   reconcile.py  records of jobs a restarted head forgot
+  open_index.py the index of records that are not final (jobs/.open/), so no reader walks every record
   runner.py     dispatch of an action and the one-line message of a failure outside it
 """

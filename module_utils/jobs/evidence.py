@@ -109,12 +109,16 @@ def took_steps(job, status, log, spec):
 
 
 def step_text(log, spec):
-    """The newest step as a person reads it (progress.readable, from verl's metrics), else the console's step line."""
+    """The newest step as a person reads it (progress.readable): from verl's metrics, else (a verl job whose
+    metrics.jsonl has no row) from its console's step and loss; a job that is not verl's shows its console step line."""
     metrics = getattr(log, "metrics", None)
     total = spec.get("total_training_steps") if isinstance(spec, dict) else None
-    shown = progress.readable(metrics, total) if metrics is not None else None
+    parsed = getattr(log, "parsed", None)
+    shown = None
+    if metrics is not None or (isinstance(spec, dict) and spec.get("workload") in TRAINERS):
+        shown = progress.readable(metrics or progress.new_state(), total) or \
+            progress.readable(progress.from_console(parsed), total)
     if shown is None:
-        parsed = getattr(log, "parsed", None)
         shown = parsed["last_line"] if parsed is not None else vm.last_step_line(log or "")
     return shown
 

@@ -30,6 +30,19 @@ def new_state():
             "first_loss": None, "last_loss": None, "last": {}, "pace": []}
 
 
+def from_console(parsed):
+    """A state holding only what the driver log's console lines told (verl_metrics.fold's state): the newest step and
+    its loss. For a verl job whose metrics.jsonl has no row yet, so its progress still reads as `step N of M, loss
+    X` rather than verl's raw console line (its record's metrics_note says why the file is missing)."""
+    state = new_state()
+    if parsed and type(parsed.get("last_step")) is int:
+        state["last_step"] = parsed["last_step"]
+        loss = parsed.get("last_loss")
+        if loss and loss[0] == parsed["last_step"] and _number(loss[1]):
+            state["last"] = {"loss": loss[1]}
+    return state
+
+
 def _number(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 

@@ -90,6 +90,8 @@ def test_a_verl_job_whose_file_logger_wrote_nothing_says_so(ray, ray_config, cap
     assert status_of(ray_config)["metrics_note"] == (
         "no step in metrics.jsonl, but the driver log printed step 2: verl's file logger did not write"
         " (trainer.logger without file?)")
+    # Still a line people read (the console's step and loss), never verl's raw console line.
+    assert status_of(ray_config)["last_step"] == "step 2 of 2, loss 0.01"
     assert "metrics.jsonl" not in os.listdir(record(ray_config, GRPO_SID))  # the module never writes it
 
 

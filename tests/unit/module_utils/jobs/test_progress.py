@@ -355,3 +355,12 @@ def test_read_jsonl_and_refresh_agree_on_the_rows(job):
     assert (state["first_loss"], state["last_loss"], state["last"]) == ([1, 0.5], [2, 0.25], {"loss": 0.25,
                                                                                             "reward": 0.5})
     assert state["bad_lines"] == 1
+
+
+def test_from_console_keeps_only_the_console_step_and_its_loss():
+    assert progress.readable(progress.from_console({"last_step": 3, "last_loss": [3, 0.5]}), 10) == \
+        "step 3 of 10, loss 0.5"
+    # A loss from an earlier step is not this step's; nothing else of the console line is taken.
+    assert progress.readable(progress.from_console({"last_step": 4, "last_loss": [3, 0.5]}), None) == "step 4"
+    for parsed in (None, {}, {"last_step": None}, {"last_step": "7"}, {"last_step": True, "last_loss": [True, 1.0]}):
+        assert progress.readable(progress.from_console(parsed)) is None

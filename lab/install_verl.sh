@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Create or update a venv with verl 0.9.1 and vLLM's CPU build for CPU-only SFT, PPO and GRPO.
-#   scripts/install_verl.sh VENV_DIR
+#   lab/install_verl.sh VENV_DIR
 # torch==2.13.0 goes in first (pip takes the CPU build lying on local disk); then requirements-verl.txt, whose
 # verl dependencies are then satisfied by that torch instead of pulling a multi-GB CUDA build.
 set -euo pipefail
