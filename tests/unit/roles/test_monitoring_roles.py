@@ -45,12 +45,19 @@ def defaults_prometheus():
     return load("roles", "ray_prometheus", "defaults", "main.yml")
 
 
-def test_up_starts_them_last_behind_their_switches_and_down_stops_them_first():
+def test_up_starts_them_with_the_head_behind_their_switches_and_down_stops_them_first():
     up = load("playbooks", "up.yml")
-    assert up[-1]["hosts"] == "ray_head" and up[-2]["roles"][-1]["role"] == "ray_ready"
-    started = {t["ansible.builtin.include_role"]["name"]: t["when"] for t in up[-1]["tasks"]}
+    names = [play["name"] for play in up]
+    head = next(play for play in up if play["hosts"] == "ray_head" and play["roles"][-1]["role"] == "ray_head")
+    # Started with the head, before the workers: Prometheus reads Ray's discovery file while they start.
+    assert names.index(head["name"]) < names.index("Start the workers")
+    started = {t["ansible.builtin.include_role"]["name"]: t["when"] for t in head["tasks"]}
     assert started == {"ray_tensorboard": "ray_tensorboard_enabled | bool",
                        "ray_prometheus": "ray_prometheus_enabled | bool"}
+    # Its targets are checked last, once every worker is ready.
+    assert up[-1]["roles"][-1]["role"] == "ray_ready"
+    checked = [t["ansible.builtin.include_role"] | {"when": t["when"]} for t in up[-1]["tasks"]]
+    assert checked == [{"name": "ray_prometheus", "tasks_from": "targets", "when": "ray_prometheus_enabled | bool"}]
     down = load("playbooks", "down.yml")
     stopped = {t["ansible.builtin.include_role"]["name"]: t["ansible.builtin.include_role"]["tasks_from"]
                for t in down[0]["tasks"]}
