@@ -1,7 +1,7 @@
 """Start, inspect and stop the Ray processes of one node (the host we run on).
 
-The work of library/ray_node.py, which keeps only its documentation, its argument spec and
-main(). The node records what it was started with (a fingerprint of the command, environment
+The steps of library/ray_node.py (which keeps its documentation, its argument spec and main()), run by
+module_utils/ray_node_run.py. The node records what it was started with (a fingerprint of the command, environment
 and Ray version) so a re-run can tell "healthy, leave it" from "drifted, restart it" without
 asking Ray. Commands run through a `run_command(argv, environ_update=None) -> (rc, out, err)`
 given by the caller (AnsibleModule.run_command).

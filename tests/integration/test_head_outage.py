@@ -9,7 +9,7 @@ import time
 
 import pytest
 from conftest import BIN, HEAD, IPS, RECORDS, ROOT, new_id, nodes, playbook, ssh, tracked_step, wait_for
-from test_jobs import hashes, ray_jobs, start_long_job, status
+from jobs_helpers import hashes, ray_jobs, start_long_job, status
 
 pytestmark = pytest.mark.usefixtures("cluster_up")
 

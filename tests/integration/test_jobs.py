@@ -1,7 +1,6 @@
 """submit.yml, job.yml and the ray_job module on the lab (issue: job submission and the job record)."""
 
 import concurrent.futures
-import hashlib
 import json
 import os
 import re
@@ -23,38 +22,10 @@ from conftest import (
     ssh,
     wait_for,
 )
+from jobs_helpers import hashes, ray_jobs, read, record, start_long_job, status
 
 pytestmark = pytest.mark.usefixtures("cluster_up")
 
-
-
-def record(sid, *parts):
-    return os.path.join(RECORDS, sid, *parts)
-
-
-def read(sid, *parts):
-    with open(record(sid, *parts), encoding="utf-8") as handle:
-        return handle.read()
-
-
-def status(sid):
-    return json.loads(read(sid, "status.json"))
-
-
-def hashes(sid):
-    out = {}
-    for folder, _, files in os.walk(record(sid)):
-        for name in files:
-            path = os.path.join(folder, name)
-            with open(path, "rb") as handle:
-                out[os.path.relpath(path, record(sid))] = hashlib.sha256(handle.read()).hexdigest()
-    return out
-
-
-def ray_jobs():
-    ray_cluster.prepare_client_env(TOKEN)
-    client = ray_cluster.job_client(DASHBOARD, ray_cluster.read_token(TOKEN))
-    return {j.submission_id: j for j in client.list_jobs()}
 
 
 def ray_logs(sid):
@@ -189,16 +160,6 @@ def test_job_waiting_for_a_missing_resource_is_stopped_after_the_pending_timeout
     assert "PENDING_TIMEOUT" in read(sid, "debug", "failure.txt")
     assert st["diagnosis"]["kind"] == "resources_pending" and st["diagnosis"]["hint"], st["diagnosis"]
     assert os.path.exists(record(sid, "debug", "nodes.json"))
-
-
-def start_long_job(prefix, entrypoint):
-    """Submit a command job without waiting and return its id once Ray runs it."""
-    sid = new_id(prefix)
-    run = playbook("submit.yml", "-e", "spec=smoke", "-e", f"submission_id={sid}", "-e", "workload=command",
-                   "-e", f'entrypoint="{entrypoint}"')
-    assert run.rc == 0, run
-    wait_for(lambda: ray_jobs()[sid].status.value == "RUNNING", 60, f"{sid} RUNNING")
-    return sid
 
 
 def test_stop_status_and_logs_of_a_running_job():

@@ -6,7 +6,7 @@ import os
 
 import pytest
 from conftest import RECORDS, new_id, playbook
-from test_jobs import status
+from jobs_helpers import status
 
 pytestmark = pytest.mark.usefixtures("cluster_up")
 

@@ -9,7 +9,7 @@ import time
 import pytest
 from ansible.module_utils import ray_cluster
 from conftest import DASHBOARD, IPS, RECORDS, TOKEN, new_id, nodes, playbook, ssh, tracked_step, wait_for
-from test_jobs import ray_jobs, status
+from jobs_helpers import ray_jobs, status
 
 pytestmark = pytest.mark.usefixtures("cluster_up")
 

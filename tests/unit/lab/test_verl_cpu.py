@@ -2,8 +2,10 @@
 
 The backend rewrite and the asset script's pure parts need neither torch nor verl and always run. The device
 stand-ins need torch and the platform and patches need verl: those skip where they are missing (the project's
-main venv has no torch). To run everything, use the verl venv (scripts/install_verl.sh), e.g.
-    .venv-verl/bin/python -m pytest --noconftest tests/unit/test_verl_cpu.py
+main venv has no torch). To run everything, use the verl venv (lab/install_verl.sh): `make unit-verl`. That venv
+has no Ansible, which the conftests import, so they are left out there (--noconftest) and lab/ and lab/assets/, which
+tests/conftest.py (the one shim) puts on sys.path, come from PYTHONPATH instead:
+    PYTHONPATH=lab:lab/assets .venv-verl/bin/python -m pytest --noconftest tests/unit/lab/test_verl_cpu.py
 """
 
 import importlib.util
@@ -12,14 +14,10 @@ import os
 import socket
 import sys
 
+import make_tiny_assets
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-for path in (os.path.join(ROOT, "lab"), os.path.join(ROOT, "lab", "assets")):
-    if path not in sys.path:
-        sys.path.insert(0, path)
-
-import make_tiny_assets
 
 
 def _load_by_path(name, relpath):

@@ -4,68 +4,9 @@ import json
 import os
 
 import pytest
-import ray_node
-from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.testing import patch_module_args
-
-PYTHON = "/opt/ray/bin/python"
-RAY = "/opt/ray/bin/ray"
-VERSION_PROBE = [PYTHON, "-c", "import importlib.metadata as m; print(m.version('ray'))"]
-
-
-class Host:
-    """The processes of one host, as ray_node sees them through ray_node_ctl and run_command."""
-
-    def __init__(self):
-        self.raylets, self.drivers, self.killed = [], [], []
-        self.gcs_died = False  # a head whose GCS server exited while its raylet lives on
-        self.commands, self.environs = [], []
-        self.version = (0, "2.60.0\n", "")
-        self.start = (0, "Ray runtime started.", "")
-
-    def run_command(self, args, environ_update=None, **kwargs):
-        self.commands.append(list(args))
-        self.environs.append(environ_update)
-        if list(args) == VERSION_PROBE:
-            return self.version
-        if args[1] == "stop":
-            self.raylets = []
-            return 0, "Stopped all 7 Ray processes.", ""
-        if args[1] == "start":
-            result = self.start.pop(0) if isinstance(self.start, list) else self.start
-            if result[0] == 0:
-                self.raylets = [4242]
-            return result
-        raise AssertionError(f"unexpected command {args}")
-
-    def kill_pids(self, pids):
-        self.killed += pids
-        self.drivers = [p for p in self.drivers if p not in pids]
-        return list(pids)
-
-
-@pytest.fixture
-def host(monkeypatch):
-    fake = Host()
-    monkeypatch.setattr(AnsibleModule, "run_command", lambda module, args, **kw: fake.run_command(args, **kw))
-    monkeypatch.setattr(ray_node.ctl, "find_raylets", lambda: list(fake.raylets))
-    monkeypatch.setattr(ray_node.ctl, "find_gcs_servers", lambda: [] if fake.gcs_died else list(fake.raylets))
-    monkeypatch.setattr(ray_node.ctl, "find_job_drivers", lambda: list(fake.drivers))
-    monkeypatch.setattr(ray_node.ctl, "kill_pids", fake.kill_pids)
-    return fake
-
-
-@pytest.fixture
-def head(tmp_path):
-    return {"role": "head", "python": PYTHON, "node_ip": "10.0.0.10", "state_file": str(tmp_path / "run" / "node.json"),
-            "env": {"RAY_AUTH_MODE": "token"}}
-
-
-def run(capsys, args):
-    with patch_module_args(args), pytest.raises(SystemExit) as exc:
-        ray_node.main()
-    out = json.loads(capsys.readouterr().out)
-    return exc.value.code, out
+from ansible.module_utils import ray_node_ctl as ctl
+from ansible.module_utils import ray_node_run
+from ray_node_helpers import PYTHON, RAY, VERSION_PROBE, read_state, read_text, run
 
 
 def started(host, capsys, args):
@@ -74,16 +15,6 @@ def started(host, capsys, args):
     assert code == 0 and out["action"] == "start"
     host.commands.clear()
     return out
-
-
-def read_text(path):
-    with open(path, encoding="utf-8") as handle:
-        return handle.read()
-
-
-def read_state(args):
-    with open(args["state_file"], encoding="utf-8") as handle:
-        return json.load(handle)
 
 
 def test_start_runs_ray_start_and_records_the_state(host, head, capsys):
@@ -99,7 +30,7 @@ def test_start_runs_ray_start_and_records_the_state(host, head, capsys):
     assert env["RAY_AUTH_MODE"] == "token" and env["PATH"].startswith("/opt/ray/bin" + os.pathsep)
     state = read_state(head)
     assert state["argv"] == argv and state["env"] == {"RAY_AUTH_MODE": "token"} and state["ray_version"] == "2.60.0"
-    assert state["fingerprint"] == ray_node.ctl.fingerprint(argv, state["env"], "2.60.0")
+    assert state["fingerprint"] == ctl.fingerprint(argv, state["env"], "2.60.0")
 
 
 def test_healthy_node_is_left_alone(host, head, capsys):
@@ -146,7 +77,7 @@ def jobs(monkeypatch):
             raise answer["busy"]
         return answer["busy"]
 
-    monkeypatch.setattr(ray_node.ctl, "jobs_in_the_way", jobs_in_the_way)
+    monkeypatch.setattr(ctl, "jobs_in_the_way", jobs_in_the_way)
     return answer, asked
 
 
@@ -243,7 +174,7 @@ def test_legacy_ray_is_replaced_with_cleanup_and_its_sessions_removed(host, head
     temp_dir = tmp_path / "ray"
     (temp_dir / "session_2024-01-01_00-00-00_1").mkdir(parents=True)
     (temp_dir / "keep").mkdir()
-    monkeypatch.setattr(ray_node.ctl, "RAY_TMP", str(temp_dir))
+    monkeypatch.setattr(ctl, "RAY_TMP", str(temp_dir))
     host.raylets = [99]
     jobs[0]["busy"] = []
     code, out = run(capsys, {**head, "cleanup_legacy": True, "dashboard_url": "http://10.0.0.10:8265"})
@@ -314,17 +245,17 @@ def worker(head):
 
 def test_a_worker_whose_start_timed_out_starts_again_once_the_head_answers(host, head, capsys, monkeypatch):
     waited = []
-    monkeypatch.setattr(ray_node.ctl, "wait_for_port", lambda *a: waited.append(a) or True)
+    monkeypatch.setattr(ctl, "wait_for_port", lambda *a: waited.append(a) or True)
     host.start = [(1, "", TRACEBACK), (0, "Ray runtime started.", "")]
     code, out = run(capsys, worker(head))
     assert code == 0 and out["retried"] and out["action"] == "start", out
-    assert waited == [("10.0.0.10", 6379, ray_node.RETRY_WAIT_S)]
+    assert waited == [("10.0.0.10", 6379, ray_node_run.RETRY_WAIT_S)]
     assert [c[1] for c in host.commands[1:]] == ["start", "stop", "start"]
     assert os.path.exists(head["state_file"])
 
 
 def test_a_start_that_times_out_twice_is_one_line_naming_the_node(host, head, capsys, monkeypatch):
-    monkeypatch.setattr(ray_node.ctl, "wait_for_port", lambda *a: True)
+    monkeypatch.setattr(ctl, "wait_for_port", lambda *a: True)
     host.start = [(1, "", TRACEBACK), (1, "", TRACEBACK)]
     code, out = run(capsys, worker(head))
     assert code == 1 and "\n" not in out["msg"] and "Traceback" not in out["msg"], out
@@ -333,7 +264,7 @@ def test_a_start_that_times_out_twice_is_one_line_naming_the_node(host, head, ca
 
 
 def test_a_timed_out_start_whose_head_never_answers_says_so(host, head, capsys, monkeypatch):
-    monkeypatch.setattr(ray_node.ctl, "wait_for_port", lambda *a: False)
+    monkeypatch.setattr(ctl, "wait_for_port", lambda *a: False)
     host.start = [(1, "", TRACEBACK)]
     code, out = run(capsys, worker(head))
     assert code == 1 and "the head's GCS 10.0.0.10:6379 did not answer for 120s" in out["msg"], out
@@ -341,18 +272,18 @@ def test_a_timed_out_start_whose_head_never_answers_says_so(host, head, capsys, 
 
 
 def test_a_head_whose_start_timed_out_is_not_retried(host, head, capsys, monkeypatch):
-    monkeypatch.setattr(ray_node.ctl, "wait_for_port", lambda *a: pytest.fail("a head waits for no head"))
+    monkeypatch.setattr(ctl, "wait_for_port", lambda *a: pytest.fail("a head waits for no head"))
     host.start = [(1, "", TRACEBACK)]
     code, out = run(capsys, head)
     assert code == 1 and out["msg"].startswith("ray start failed on 10.0.0.10 (rc=1): the new raylet"), out
 
 
 def test_start_failure_finds_the_cause_never_the_traceback():
-    assert ray_node.ctl.start_failure("a\nRuntimeError: no GCS at 1.2.3.4:6379\n  more\n") == \
+    assert ctl.start_failure("a\nRuntimeError: no GCS at 1.2.3.4:6379\n  more\n") == \
         ("no GCS at 1.2.3.4:6379", False)
-    assert ray_node.ctl.start_failure("just words\n") == ("just words", False)
-    assert ray_node.ctl.start_failure("") == ("no output", False)
-    assert ray_node.ctl.start_failure(TRACEBACK)[1] is True
+    assert ctl.start_failure("just words\n") == ("just words", False)
+    assert ctl.start_failure("") == ("no output", False)
+    assert ctl.start_failure(TRACEBACK)[1] is True
 
 
 def test_python_without_ray_fails_before_anything_runs(host, head, capsys):

@@ -5,7 +5,7 @@ import json
 import os
 
 import pytest
-from test_ray_node_module import RAY, head, host, read_state, read_text, run  # noqa: F401 - fixtures
+from ray_node_helpers import RAY, read_state, read_text, run
 
 PASSWORD = "0f1e2d3c4b5a69788796a5b4c3d2e1f0"
 OTHER = "a1b2c3d4e5f60718293a4b5c6d7e8f90"
@@ -14,13 +14,13 @@ STORE_ENV = {"RAY_AUTH_MODE": "token", "RAY_REDIS_ADDRESS": "10.0.0.9:6380",
 
 
 @pytest.fixture
-def store_head(head, monkeypatch):  # noqa: F811
+def store_head(head, monkeypatch):
     # No test reaches a store: Ray's cleanup is faked (a test that wants its calls patches it again).
     monkeypatch.setattr("ray._private.gcs_utils.cleanup_redis_storage", lambda *args: True)
     return {**head, "env": STORE_ENV, "redis_password": PASSWORD}
 
 
-def test_the_head_starts_with_the_store_and_its_password_is_shown_nowhere(host, store_head, capsys):  # noqa: F811
+def test_the_head_starts_with_the_store_and_its_password_is_shown_nowhere(host, store_head, capsys):
     code, out = run(capsys, store_head)
     assert code == 0 and out["action"] == "start"
     [argv] = host.commands[1:]
@@ -32,7 +32,7 @@ def test_the_head_starts_with_the_store_and_its_password_is_shown_nowhere(host, 
     assert shown == out["argv"][-1:] and shown[0].startswith("--redis-password=sha256:")
 
 
-def test_a_new_password_restarts_the_head_and_the_change_names_no_password(host, store_head, capsys):  # noqa: F811
+def test_a_new_password_restarts_the_head_and_the_change_names_no_password(host, store_head, capsys):
     run(capsys, store_head)
     code, out = run(capsys, {**store_head, "redis_password": OTHER, "force": True})
     assert code == 0 and out["action"] == "restart" and out["reason"] == "configuration changed", out
@@ -41,19 +41,19 @@ def test_a_new_password_restarts_the_head_and_the_change_names_no_password(host,
     assert any(c.startswith("+--redis-password=sha256:") for c in out["changes"])
 
 
-def test_a_failed_start_does_not_quote_the_password(host, store_head, capsys):  # noqa: F811
+def test_a_failed_start_does_not_quote_the_password(host, store_head, capsys):
     host.start = (1, f"ray start --redis-password={PASSWORD}\n", "ConnectionError: store refused\n")
     code, out = run(capsys, store_head)
     assert code == 1 and PASSWORD not in out["msg"] and "store refused" in out["msg"]
     assert not os.path.exists(store_head["state_file"])
 
 
-def test_a_worker_gets_no_password_argument(host, store_head, capsys):  # noqa: F811
+def test_a_worker_gets_no_password_argument(host, store_head, capsys):
     code, _ = run(capsys, {**store_head, "role": "worker", "head_ip": "10.0.0.10"})
     assert code == 0 and not any(a.startswith("--redis-password") for a in host.commands[1])
 
 
-def test_stopping_the_head_clears_its_tables_from_the_store(host, store_head, capsys, monkeypatch):  # noqa: F811
+def test_stopping_the_head_clears_its_tables_from_the_store(host, store_head, capsys, monkeypatch):
     run(capsys, store_head)
     cleared = []
     monkeypatch.setattr("ray._private.gcs_utils.cleanup_redis_storage",
@@ -63,7 +63,7 @@ def test_stopping_the_head_clears_its_tables_from_the_store(host, store_head, ca
     assert cleared == [("10.0.0.9", 6380, PASSWORD, False, "ray-verl-10-0-0-10-6379")]
 
 
-def test_a_store_that_cannot_be_cleared_is_one_line_without_the_password(host, store_head, capsys,  # noqa: F811
+def test_a_store_that_cannot_be_cleared_is_one_line_without_the_password(host, store_head, capsys,
                                                                          monkeypatch):
     run(capsys, store_head)
 
@@ -76,7 +76,7 @@ def test_a_store_that_cannot_be_cleared_is_one_line_without_the_password(host, s
     assert PASSWORD not in json.dumps(out)
 
 
-def test_a_head_whose_gcs_server_died_is_started_again_keeping_the_stores_tables(host, store_head, capsys,  # noqa: F811
+def test_a_head_whose_gcs_server_died_is_started_again_keeping_the_stores_tables(host, store_head, capsys,
                                                                                  monkeypatch):
     # Ray's GCS server exits when its store goes away (a store restarted); the head's raylet lives on a while.
     run(capsys, store_head)

@@ -1,24 +1,16 @@
 """library/ray_store_info.py run as Ansible runs it, against a real redis-server on 127.0.0.1.
 
-The servers and the fake peer come from tests/unit/module_utils/test_redis_store.py (loaded by path:
-one home for them).
+The servers and the fake peer are the redis_store tests' own: the fixtures redis_servers, redis and fake_peer
+(tests/unit/conftest.py) over tests/unit/redis_harness.py.
 """
 
-import importlib.util
 import json
-import os
 
 import pytest
 import ray_store_info
 from ansible.module_utils.testing import patch_module_args
+from redis_harness import LOCAL, PASSWORD, free_port
 
-_spec = importlib.util.spec_from_file_location(
-    "redis_store_servers", os.path.join(os.path.dirname(os.path.dirname(__file__)), "module_utils",
-                                        "test_redis_store.py"))
-servers = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(servers)
-redis_servers, redis, fake_peer = servers.redis_servers, servers.redis, servers.fake_peer  # the fixtures
-PASSWORD, LOCAL = servers.PASSWORD, servers.LOCAL
 KEYS = {"reachable", "version", "aof_enabled", "persistence_ok", "cluster_data"}
 
 
@@ -66,7 +58,7 @@ def test_no_password_where_one_is_needed(redis, capsys):
 
 
 def test_an_unreachable_port(capsys):
-    port = servers.free_port()
+    port = free_port()
     code, out = run(capsys, {"host": LOCAL, "port": port, "password": PASSWORD})
     assert code == 1 and one_line(out) == f"Redis at {LOCAL}:{port}: cannot connect (Connection refused)"
     assert out["reachable"] is False

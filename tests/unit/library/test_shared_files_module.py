@@ -1,20 +1,13 @@
-"""library/shared_files.py and lookup_plugins/code_tree.py: small files kept in place in one call."""
+"""library/shared_files.py: small files kept in place in one call (the code_tree lookup makes its entries:
+tests/unit/lookup_plugins/test_code_tree_lookup.py)."""
 
 import base64
-import importlib.util
 import json
 import os
 
 import pytest
 import shared_files
 from ansible.module_utils.testing import patch_module_args
-
-from plugin_utils import PROJECT_ROOT
-
-ROOT = PROJECT_ROOT
-_spec = importlib.util.spec_from_file_location("code_tree", os.path.join(ROOT, "lookup_plugins", "code_tree.py"))
-code_tree = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(code_tree)
 
 
 def entry(dest, text, mode="0644"):
@@ -54,16 +47,3 @@ def test_check_mode_writes_nothing(tmp_path, capsys):
 def test_a_path_outside_root_is_refused(tmp_path, capsys, dest):
     code, out = run(capsys, {"root": str(tmp_path / "root"), "files": [entry(dest, "x")]})
     assert code == 1 and "is not a path inside" in out["msg"]
-
-
-def test_code_tree_lists_a_folder_under_a_prefix(tmp_path):
-    pkg = tmp_path / "plug"
-    (pkg / "sub").mkdir(parents=True)
-    (pkg / "__init__.py").write_text("a")
-    (pkg / "sub" / "m.py").write_text("b")
-    (pkg / "__pycache__").mkdir()
-    (pkg / "__pycache__" / "m.cpython-311.pyc").write_bytes(b"\0")
-    found = code_tree.entries(str(pkg), "common/code/plugins")
-    assert [e["dest"] for e in found] == ["common/code/plugins/plug/__init__.py", "common/code/plugins/plug/sub/m.py"]
-    assert base64.b64decode(found[1]["content_b64"]) == b"b"
-    assert [e["dest"] for e in code_tree.entries(str(pkg / "__init__.py"))] == ["__init__.py"]

@@ -8,25 +8,6 @@ import ray_doctor
 from ansible.module_utils import conventions, doctor
 from ansible.module_utils.testing import patch_module_args
 
-PKGS = {"ray": "2.60.0", "torch": "2.13.0+cpu", "verl": "0.9.1", "vllm": None, "sglang": None,
-        "transformers": "5.10.4"}
-
-
-def node(name, ip):
-    return {"python": "3.11.7", "packages": dict(PKGS), "snapshots": {"verl-0.9.1": "abcd"}, "gpus_present": None,
-            "iface": "eth0", "node_ip": ip, "raylet_env": {"NCCL_SOCKET_IFNAME": "eth0", "GLOO_SOCKET_IFNAME": "eth0"},
-            "free_gb": 100.0, "clock": 1000.0, "probe": f"{name} nonce"}
-
-
-@pytest.fixture
-def facts():
-    found = {"head": node("head", "10.0.0.10"), "w1": node("w1", "10.0.0.11"), "w2": node("w2", "10.0.0.12")}
-    probes = {h: f["probe"] for h, f in found.items()}
-    for f in found.values():
-        f["probes"] = dict(probes)
-    return found
-
-
 CONTROL = {"python": "3.11.7", "ray": "2.60.0", "clock": 1000.5}
 GPUS = {"10.0.0.10": 0, "10.0.0.11": 4, "10.0.0.12": 4}
 

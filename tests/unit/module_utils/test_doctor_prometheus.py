@@ -6,7 +6,6 @@ import pytest
 from ansible.module_utils import doctor
 from doctor_filters import ray_doctor_report
 from monitoring_filters import ray_doctor_prometheus
-from test_doctor import facts, node  # noqa: F401 - the fixture
 
 NODES = [{"node_ip": "10.0.0.10", "state": "ALIVE", "is_head_node": True, "resources_total": {}},
          {"node_ip": "10.0.0.11", "state": "ALIVE", "is_head_node": False, "resources_total": {"GPU": 4}},
@@ -83,7 +82,7 @@ def test_other_jobs_and_dead_nodes_do_not_count():
     assert [p.split(":")[0] for p in problems] == ["w2"]
 
 
-def test_the_report_carries_the_prometheus_line_and_problems(facts):  # noqa: F811
+def test_the_report_carries_the_prometheus_line_and_problems(facts):
     hostvars = {host: {"doctor_facts": found, "doctor_probes": {"probes": found["probes"]}}
                 for host, found in facts.items()}
     hostvars["head"]["doctor_control_clock"] = 1000.0

@@ -4,7 +4,6 @@ import copy
 
 import pytest
 from ansible.module_utils import doctor
-from test_doctor import facts, node  # noqa: F401 - the fixture
 
 STORE = {"address": "10.0.0.9:6380", "namespace": "ray-verl-10-0-0-10-6379", "reconnect_s": 600,
          "check": {"reachable": True, "version": "7.0.15", "aof_enabled": True, "persistence_ok": True,
@@ -12,7 +11,7 @@ STORE = {"address": "10.0.0.9:6380", "namespace": "ray-verl-10-0-0-10-6379", "re
 
 
 @pytest.fixture
-def with_store(facts):  # noqa: F811
+def with_store(facts):
     found = copy.deepcopy(facts)
     found["head"]["raylet_env"].update(RAY_REDIS_ADDRESS="10.0.0.9:6380",
                                        RAY_external_storage_namespace="ray-verl-10-0-0-10-6379")
@@ -26,7 +25,7 @@ def test_a_store_in_use_is_one_line_and_no_problem(with_store):
     assert problems == [] and line.startswith("GCS store 10.0.0.9:6380: Redis 7.0.15") and "in use by the head" in line
 
 
-def test_no_store_is_said_not_blamed(facts):  # noqa: F811
+def test_no_store_is_said_not_blamed(facts):
     line, problems = doctor.store_check(None, facts, "head")
     assert problems == [] and line.startswith("GCS store: none")
 

@@ -1,139 +1,16 @@
 """module_utils/redis_store.py against a real redis-server (and, for replies no Redis sends, a fake peer).
 
 The servers listen on 127.0.0.1 only, on a free port, started by `redis_servers` and killed by PID at
-teardown. tests/unit/library/test_ray_store_info.py loads this file for the same fixtures.
+teardown (tests/unit/conftest.py, over tests/unit/redis_harness.py; tests/unit/library/test_ray_store_info.py uses
+the same fixtures).
 """
 
-import os
 import re
-import socket
-import subprocess
-import threading
 import time
 
 import pytest
 from ansible.module_utils import redis_store as rs
-
-REDIS_SERVER = "/usr/bin/redis-server"
-PASSWORD = "Pw-7f3Qz!horse battery"  # distinctive, so a leak anywhere is found by searching for it
-LOCAL = "127.0.0.1"
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind((LOCAL, 0))
-        return probe.getsockname()[1]
-
-
-class RedisServer:
-    """One redis-server on 127.0.0.1 (no daemon, nothing saved but the AOF in `folder`)."""
-
-    def __init__(self, folder, password=PASSWORD, appendonly=True):
-        self.password = password
-        for _attempt in range(3):  # another process may take the free port before redis-server binds it
-            self.port = free_port()
-            args = [REDIS_SERVER, "--port", str(self.port), "--bind", LOCAL, "--daemonize", "no", "--save", "",
-                    "--appendonly", "yes" if appendonly else "no", "--dir", str(folder), "--logfile", ""]
-            if password:
-                args += ["--requirepass", password]
-            self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            if self._wait_until_ready():
-                return
-            self.stop()
-        pytest.fail(f"redis-server did not start on {LOCAL} (last port {self.port})")
-
-    def _wait_until_ready(self, limit_s=10.0):
-        deadline = time.monotonic() + limit_s
-        while time.monotonic() < deadline and self.proc.poll() is None:
-            try:
-                with self.client() as client:
-                    return client.ping()
-            except rs.StoreError:
-                time.sleep(0.02)
-        return False
-
-    def client(self, **kwargs):
-        return rs.StoreClient(LOCAL, self.port, self.password, timeout=2.0, **kwargs)
-
-    def stop(self):
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, 15)
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                os.kill(self.proc.pid, 9)
-                self.proc.wait(5)
-
-
-@pytest.fixture
-def redis_servers(tmp_path):
-    """start(password=PASSWORD, appendonly=True) -> a running RedisServer; all stopped at teardown."""
-    if not os.access(REDIS_SERVER, os.X_OK):
-        pytest.skip(f"{REDIS_SERVER} is missing (apt-get install redis-server): these tests need a real Redis")
-    started = []
-
-    def start(**options):
-        folder = tmp_path / f"redis{len(started)}"
-        folder.mkdir()
-        started.append(RedisServer(folder, **options))
-        return started[-1]
-
-    yield start
-    for server in started:
-        server.stop()
-
-
-@pytest.fixture
-def redis(redis_servers):
-    return redis_servers()
-
-
-class FakePeer:
-    """A TCP peer on 127.0.0.1 that answers the first request with `reply` (bytes, or a callable that sends),
-    then stays silent (or closes the connection, with close=True)."""
-
-    def __init__(self, reply, close=False):
-        self.reply, self.close_after, self.received = reply, close, b""
-        self.listener = socket.create_server((LOCAL, 0))
-        self.port = self.listener.getsockname()[1]
-        self.stopped = threading.Event()
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self):
-        try:
-            conn, _ = self.listener.accept()
-        except OSError:
-            return
-        with conn:
-            try:
-                self.received += conn.recv(65536)
-                if callable(self.reply):
-                    self.reply(conn, self.stopped)
-                else:
-                    conn.sendall(self.reply)
-                if not self.close_after:
-                    self.stopped.wait(10)
-            except OSError:
-                pass  # the client gave up and closed: what the test wants
-
-    def close(self):
-        self.stopped.set()
-        self.listener.close()
-        self.thread.join(10)
-
-
-@pytest.fixture
-def fake_peer():
-    peers = []
-
-    def start(reply, close=False):
-        peers.append(FakePeer(reply, close))
-        return peers[-1]
-
-    yield start
-    for peer in peers:
-        peer.close()
+from redis_harness import LOCAL, PASSWORD, free_port
 
 
 def error_of(call, *args, **kwargs):

@@ -1,46 +1,19 @@
-"""A Slurm allocation as an inventory (plugin_utils/slurm.py, the slurm_allocation plugin) and the batch
-entry point's plan and steps (scripts/slurm_batch.py). Slurm's answers are real scontrol output from the lab
-(tests/unit/data/slurm/); the plugin runs in the real ansible-inventory with a scontrol that prints them."""
+"""A Slurm allocation as an inventory (plugin_utils/slurm.py; the slurm_allocation plugin that uses it is tested in
+tests/unit/inventory_plugins/) and the batch entry point's plan and steps (scripts/slurm_batch.py). Slurm's answers
+are real scontrol output from the lab (tests/unit/data/slurm/, read through tests/unit/slurm_harness.py)."""
 
 import json
 import os
 import signal
-import subprocess
-import sys
 
 import lab_slurm
 import pytest
 import slurm_batch
+from slurm_harness import HOSTNAMES, JOB, fake_scontrol, read
 
 from plugin_utils import PROJECT_ROOT, slurm
 
 ROOT = PROJECT_ROOT
-DATA = os.path.join(ROOT, "tests", "unit", "data", "slurm")
-
-JOB = "59544061"
-HOSTNAMES = {"lab-worker[1-2]": "lab-worker1\nlab-worker2\n", "a[1-2]": "a1\na2\n", "a1": "a1\n", "a2": "a2\n",
-             "lab-worker1": "lab-worker1\n"}
-
-
-def read(name):
-    with open(os.path.join(DATA, name), encoding="utf-8") as handle:
-        return handle.read()
-
-
-def fake_scontrol(job_text, node_text=None):
-    calls = []
-
-    def run(*args):
-        calls.append(args)
-        if args[:2] == ("show", "job"):
-            return job_text
-        if args[:2] == ("show", "hostnames"):
-            return HOSTNAMES[args[2]]
-        if args[:2] == ("show", "node"):
-            return node_text if node_text is not None else read("show_node_o.txt")
-        raise AssertionError(args)
-    run.calls = calls
-    return run
 
 
 def test_the_labs_allocation_is_a_head_and_a_worker_with_its_gpus():
@@ -168,64 +141,6 @@ def test_scontrol_missing_or_failing_is_one_line(tmp_path):
     failing.chmod(0o755)
     with pytest.raises(slurm.SlurmError, match="show job 1: slurm_load_jobs error: Invalid job id specified$"):
         slurm.scontrol_runner(str(failing))("show", "job", "1")
-
-
-# ------------------------------------------------------------------ the inventory plugin, in ansible-inventory
-
-
-def site(tmp_path, job_text):
-    """An inventory folder whose slurm.yml asks a scontrol that answers like the lab's Slurm."""
-    scontrol = tmp_path / "scontrol"
-    (tmp_path / "job.txt").write_text(job_text)
-    (tmp_path / "node.txt").write_text(read("show_node_o.txt"))
-    scontrol.write_text(f"""#!/bin/sh
-case "$1 $2" in
-  "show job") cat {tmp_path}/job.txt ;;
-  "show node") cat {tmp_path}/node.txt ;;
-  "show hostnames") echo lab-worker1; echo lab-worker2 ;;
-esac
-""")
-    scontrol.chmod(0o755)
-    inv = tmp_path / "inv"
-    (inv / "group_vars").mkdir(parents=True)
-    (inv / "slurm.yml").write_text(f"plugin: slurm_allocation\nscontrol: {scontrol}\n")
-    (inv / "group_vars" / "ray_cluster.yml").write_text("ray_worker_num_gpus: 99\nsite_setting: kept\n")
-    return inv
-
-
-def inventory(inv, **env):
-    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-inventory"), "-i", str(inv),
-                           "--list"], cwd=ROOT, capture_output=True, text=True, check=False, timeout=60,
-                          env={k: v for k, v in dict(os.environ, **env).items() if v is not None})
-    return proc.returncode, json.loads(proc.stdout) if proc.returncode == 0 else proc.stderr
-
-
-def test_ansible_inventory_makes_the_allocation_a_cluster(tmp_path):
-    rc, doc = inventory(site(tmp_path, read("show_job_d.txt")), SLURM_JOB_ID=JOB)
-    assert rc == 0, doc
-    assert doc["ray_head"]["hosts"] == ["lab-worker1"] and doc["ray_workers"]["hosts"] == ["lab-worker2"]
-    assert sorted(doc["ray_cluster"]["children"]) == ["ray_head", "ray_workers"]
-    worker = doc["_meta"]["hostvars"]["lab-worker2"]
-    # Slurm's count wins over the site's group_vars; the site's other settings stay.
-    assert worker["ray_worker_num_gpus"] == 3 and worker["site_setting"] == "kept"
-    # What Slurm said is data, never a template: Ansible keeps it marked unsafe.
-    assert worker["ansible_host"] == {"__ansible_unsafe": "198.18.0.12"}
-    assert worker["slurm_job_id"] in (JOB, {"__ansible_unsafe": JOB})
-
-
-def test_ansible_inventory_fails_in_one_line_outside_an_allocation(tmp_path):
-    rc, err = inventory(site(tmp_path, read("show_job_d.txt")), SLURM_JOB_ID=None)
-    assert rc != 0 and "slurm_allocation: job_id: no Slurm job id (run inside an allocation" in err
-
-
-def test_ansible_inventory_uses_the_pinned_allocation(tmp_path):
-    # Slurm now says one node (the job is completing), the batch script pinned both.
-    pinned = slurm.allocation(JOB, fake_scontrol(read("show_job_d.txt"))).to_json()
-    inv = site(tmp_path, read("show_job_d.txt").replace("JobState=RUNNING", "JobState=COMPLETED"))
-    rc, doc = inventory(inv, SLURM_JOB_ID=JOB, **{slurm.PINNED_ENV: pinned})
-    assert rc == 0 and doc["ray_workers"]["hosts"] == ["lab-worker2"], doc
-    rc, err = inventory(inv, SLURM_JOB_ID=JOB)
-    assert rc != 0 and "is COMPLETED, not RUNNING" in err
 
 
 # ------------------------------------------------------------------ the batch entry point

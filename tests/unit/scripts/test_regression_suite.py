@@ -1,4 +1,5 @@
-"""Suite files (plugin_utils/jobspec_input.py load_suite) and the runner's (scripts/regression.py) helpers."""
+"""Suite files (plugin_utils/jobspec_input.py load_suite) and the runner's (scripts/regression.py) helpers. The
+regression_suite lookup, which shows a suite's entries, is tested in tests/unit/lookup_plugins/."""
 
 import json
 import os
@@ -8,15 +9,12 @@ import ansible_runner
 import pytest
 import regression as runner
 import yaml
+from suite_files import SECRET_SUITE, write
 
 from plugin_utils import PROJECT_ROOT
 from plugin_utils.jobspec_input import SuiteError, load_suite
 
 ROOT = PROJECT_ROOT
-
-
-def write(tmp_path, name, text):
-    (tmp_path / f"{name}.yaml").write_text(text)
 
 
 def test_shipped_suites_load():
@@ -72,34 +70,6 @@ def test_runner_retention_keeps_newest_finished_and_never_running(tmp_path):
     assert runner.parse_args([]).dashboard_url is None and runner.parse_args([]).token_file is None
 
 
-SECRET_SUITE = ("entries:\n"
-                "  - name: a\n    spec: smoke\n"
-                "    overrides: {env: {WANDB_API_KEY: suite-sekrit-1234, PLAIN: keep}, env.HF_TOKEN: hf-sekrit-5678,"
-                " total_training_steps: 2}\n")
-
-
-def test_the_lookup_shows_entries_with_their_secrets_redacted(tmp_path):
-    from ansible.plugins.loader import lookup_loader
-
-    write(tmp_path, "s", SECRET_SUITE)
-    lookup = lookup_loader.get("regression_suite")
-    [entry] = lookup.run(["s"], variables={}, suites_dir=str(tmp_path))
-    assert entry["overrides"] == {"env": {"WANDB_API_KEY": "<redacted>", "PLAIN": "keep"},
-                                  "env.HF_TOKEN": "<redacted>", "total_training_steps": 2}
-    assert "sekrit" not in json.dumps(entry)
-
-
-def test_the_lookup_hides_the_same_names_as_ray_job(tmp_path):
-    """One rule for which names are secret (redaction.secret_names): ray_config's list, then the site's extra ones."""
-    from ansible.plugins.loader import lookup_loader
-
-    write(tmp_path, "s", "entries:\n  - name: a\n    spec: smoke\n"
-                         "    overrides: {env: {SITE_CODE: s-1, OTHER_CODE: s-2, PLAIN: keep}}\n")
-    variables = {"ray_config": {"secret_env_names": ["SITE_CODE"]}, "jobspec_secret_env_names": ["OTHER_CODE"]}
-    [entry] = lookup_loader.get("regression_suite").run(["s"], variables=variables, suites_dir=str(tmp_path))
-    assert entry["overrides"]["env"] == {"SITE_CODE": "<redacted>", "OTHER_CODE": "<redacted>", "PLAIN": "keep"}
-
-
 def test_ray_job_reads_the_real_values_of_a_suite_entry_itself(tmp_path):
     from plugin_utils.jobspec_input import suite_entry
 
@@ -109,15 +79,6 @@ def test_ray_job_reads_the_real_values_of_a_suite_entry_itself(tmp_path):
     assert entry["overrides"]["env.HF_TOKEN"] == "hf-sekrit-5678"
     with pytest.raises(SuiteError, match=r"suite 's': no entry of that name \(entries: a\)"):
         suite_entry("s", "b", str(tmp_path))
-
-
-def test_an_env_given_as_json_text_is_shown_redacted_whole(tmp_path):
-    from ansible.plugins.loader import lookup_loader
-
-    write(tmp_path, "s", "entries:\n  - name: a\n    spec: smoke\n"
-                         "    overrides: {env: '{\"WANDB_API_KEY\": \"suite-sekrit-1234\"}'}\n")
-    [entry] = lookup_loader.get("regression_suite").run(["s"], variables={}, suites_dir=str(tmp_path))
-    assert entry["overrides"] == {"env": "<redacted>"}
 
 
 def test_runner_learns_the_cluster_from_the_run_even_when_it_fails(tmp_path, monkeypatch):
