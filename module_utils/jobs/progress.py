@@ -38,7 +38,7 @@ def from_console(parsed):
     if parsed and type(parsed.get("last_step")) is int:
         state["last_step"] = parsed["last_step"]
         loss = parsed.get("last_loss")
-        if loss and loss[0] == parsed["last_step"] and _number(loss[1]):
+        if _point(loss) and loss[0] == parsed["last_step"]:
             state["last"] = {"loss": loss[1]}
     return state
 

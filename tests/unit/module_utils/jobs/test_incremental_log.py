@@ -8,7 +8,7 @@ import os
 import pytest
 from ansible.module_utils import verl_metrics as vm
 from ansible.module_utils.jobs import driver_log as dl
-from ansible.module_utils.jobs import hang
+from ansible.module_utils.jobs import evidence, hang
 from ansible.module_utils.jobs import record as jr
 from ansible.module_utils.jobs.status import JobStatus
 
@@ -181,6 +181,28 @@ def test_a_corrupt_sidecar_means_the_log_is_taken_whole(job):
         assert kept(job) == job.client.text
         job.client.text = step(1)
         dl.refresh_log(job)
+
+
+@pytest.mark.parametrize("field, value", [("last_loss", [5]), ("last_loss", 5), ("last_loss", {"a": 1}),
+                                          ("first_loss", [1, "x"]), ("last_step", "2"), ("last_step", True),
+                                          ("last_line", 7), ("last_line", "x" * 5000)])
+def test_a_sidecar_whose_parse_has_another_shape_means_the_log_is_taken_whole(job, field, value):
+    """The record is the job's to write (docs/security.md): a parse of another shape is never used, so a verl job's
+    progress from its console (evidence.step_text) and its hang check never meet it."""
+    job.client.text = step(1)
+    dl.refresh_log(job)
+    path = os.path.join(os.path.dirname(job.rec["driver_log"]), dl.PARSED_FILE)
+    with open(path, encoding="utf-8") as handle:
+        state = json.load(handle)
+    state["parsed"][field] = value
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(state, handle)
+    assert dl.read_state(job) is None
+    job.client.text += step(2)
+    log = dl.refresh_log(job)
+    assert log.parsed["last_step"] == 2 and log.parsed["last_loss"] == [2, 8.5] and kept(job) == job.client.text
+    assert evidence.step_text(log, {"workload": "grpo", "total_training_steps": 4}) == "step 2 of 4, loss 8.5"
+    assert hang.last_step(log) == 2
 
 
 def test_a_big_log_is_shown_by_its_end_only(job):

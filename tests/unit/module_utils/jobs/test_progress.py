@@ -364,3 +364,5 @@ def test_from_console_keeps_only_the_console_step_and_its_loss():
     assert progress.readable(progress.from_console({"last_step": 4, "last_loss": [3, 0.5]}), None) == "step 4"
     for parsed in (None, {}, {"last_step": None}, {"last_step": "7"}, {"last_step": True, "last_loss": [True, 1.0]}):
         assert progress.readable(progress.from_console(parsed)) is None
+    for loss in ([3], 3, {"a": 1}, [3, "0.5"], [3, True], "3,0.5"):  # a loss of another shape is no loss
+        assert progress.readable(progress.from_console({"last_step": 3, "last_loss": loss})) == "step 3"
