@@ -51,13 +51,20 @@ def test_up_starts_them_with_the_head_behind_their_switches_and_down_stops_them_
     head = next(play for play in up if play["hosts"] == "ray_head" and play["roles"][-1]["role"] == "ray_head")
     # Started with the head, before the workers: Prometheus reads Ray's discovery file while they start.
     assert names.index(head["name"]) < names.index("Start the workers")
-    started = {t["ansible.builtin.include_role"]["name"]: t["when"] for t in head["tasks"]}
+    [services] = head["tasks"]
+    started = {t["ansible.builtin.include_role"]["name"]: t["when"] for t in services["block"]}
     assert started == {"ray_tensorboard": "ray_tensorboard_enabled | bool",
                        "ray_prometheus": "ray_prometheus_enabled | bool"}
-    # Its targets are checked last, once every worker is ready.
+    # A service that fails does not stop the workers' start, the readiness gate or the reconcile: its failure is kept
+    # (rescue) and fails the run in the last play, after ray_ready, before Prometheus's targets are asked for.
+    [kept] = services["rescue"]
+    assert "up_monitoring_failure" in kept["ansible.builtin.set_fact"]
     assert up[-1]["roles"][-1]["role"] == "ray_ready"
-    checked = [t["ansible.builtin.include_role"] | {"when": t["when"]} for t in up[-1]["tasks"]]
-    assert checked == [{"name": "ray_prometheus", "tasks_from": "targets", "when": "ray_prometheus_enabled | bool"}]
+    failed, targets = up[-1]["tasks"]
+    assert failed["ansible.builtin.fail"]["msg"] == "{{ up_monitoring_failure }}"
+    assert failed["when"] == "up_monitoring_failure is defined"
+    assert targets["ansible.builtin.include_role"] == {"name": "ray_prometheus", "tasks_from": "targets"}
+    assert targets["when"] == "ray_prometheus_enabled | bool"
     down = load("playbooks", "down.yml")
     stopped = {t["ansible.builtin.include_role"]["name"]: t["ansible.builtin.include_role"]["tasks_from"]
                for t in down[0]["tasks"]}
