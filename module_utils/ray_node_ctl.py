@@ -16,7 +16,8 @@ import shutil
 import signal
 import time
 
-from ansible.module_utils.jobs.record import read_json, write_json
+# Only the files helpers: the record's module would bring the whole job model into every node check.
+from ansible.module_utils.jobs import files
 
 # A Ray job's driver carries this variable; the job supervisor sets it.
 DRIVER_ENV_MARKER = b"RAY_JOB_CONFIG_JSON_ENV_VAR="
@@ -171,13 +172,22 @@ def fingerprint(argv, env, ray_version, token_digest=None):
     return digest(json.dumps(config, sort_keys=True))
 
 
+# The state file holds a command line and its environment: far below this.
+STATE_CAP = 1 << 20
+
+
 def read_state(path):
-    return read_json(path)
+    """What the node recorded (write_state), or None: none, a symlink, too large, not JSON (files.read_small)."""
+    try:
+        raw = files.read_small(path, STATE_CAP)
+        return None if raw is None else json.loads(raw.decode("utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
 
 
 def write_state(path, state):
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    write_json(path, state)
+    files.write_atomic(path, (json.dumps(state, indent=2, sort_keys=True, default=str) + "\n").encode("utf-8"))
 
 
 def _proc_entries(proc_root):
