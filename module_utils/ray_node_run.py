@@ -6,7 +6,9 @@ starting a worker once more when Ray's fixed registration wait ran out. The step
 this file decides and reports (module.exit_json / fail_json, each failure one line).
 """
 
+import importlib.metadata
 import os
+import sys
 import time
 
 from ansible.module_utils import ray_node_ctl as ctl
@@ -19,10 +21,17 @@ VERSION_PROBE = "import importlib.metadata as m; print(m.version('ray'))"
 
 
 def ray_version(module, python, wanted):
-    rc, out, err = module.run_command([python, "-c", VERSION_PROBE])
-    if rc != 0:
-        module.fail_json(msg=f"{python} has no Ray: {' '.join((err or out).strip().splitlines()[-1:])}")
-    version = out.strip()
+    if os.path.abspath(sys.executable) == os.path.abspath(python):
+        # The module runs under that Python (the roles set it as the interpreter): no second one to start.
+        try:
+            version = importlib.metadata.version("ray")
+        except importlib.metadata.PackageNotFoundError:
+            module.fail_json(msg=f"{python} has no Ray: no package metadata for ray")
+    else:
+        rc, out, err = module.run_command([python, "-c", VERSION_PROBE])
+        if rc != 0:
+            module.fail_json(msg=f"{python} has no Ray: {' '.join((err or out).strip().splitlines()[-1:])}")
+        version = out.strip()
     if wanted and version != wanted:
         module.fail_json(msg=f"{python} has Ray {version}, this cluster wants {wanted}", ray_version=version)
     return version

@@ -138,6 +138,20 @@ def test_another_ray_version_fails_naming_both(host, head, capsys):
     assert host.commands == [VERSION_PROBE]
 
 
+def test_under_the_nodes_own_python_the_version_is_read_without_starting_another(host, head, capsys, monkeypatch):
+    monkeypatch.setattr(ray_node_run.sys, "executable", PYTHON)  # as when ray_python is the interpreter
+    monkeypatch.setattr(ray_node_run.importlib.metadata, "version", lambda name: {"ray": "2.59.0"}[name])
+    code, out = run(capsys, {**head, "ray_version": "2.60.0"})
+    assert code == 1 and out["msg"] == f"{PYTHON} has Ray 2.59.0, this cluster wants 2.60.0"
+    assert host.commands == []
+
+    def missing(name):
+        raise ray_node_run.importlib.metadata.PackageNotFoundError(name)
+    monkeypatch.setattr(ray_node_run.importlib.metadata, "version", missing)
+    code, out = run(capsys, head)
+    assert code == 1 and out["msg"] == f"{PYTHON} has no Ray: no package metadata for ray"
+
+
 def test_token_is_kept_0600_and_a_new_one_restarts_the_node(host, head, tmp_path, jobs, capsys):
     token_path = str(tmp_path / "etc" / "ray_token")
     args = {**head, "token": "a" * 64, "token_path": token_path, "dashboard_url": "http://10.0.0.10:8265"}
