@@ -172,22 +172,13 @@ def fingerprint(argv, env, ray_version, token_digest=None):
     return digest(json.dumps(config, sort_keys=True))
 
 
-# The state file holds a command line and its environment: far below this.
-STATE_CAP = 1 << 20
-
-
 def read_state(path):
-    """What the node recorded (write_state), or None: none, a symlink, too large, not JSON (files.read_small)."""
-    try:
-        raw = files.read_small(path, STATE_CAP)
-        return None if raw is None else json.loads(raw.decode("utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return None
+    return files.read_json(path)
 
 
 def write_state(path, state):
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    files.write_atomic(path, (json.dumps(state, indent=2, sort_keys=True, default=str) + "\n").encode("utf-8"))
+    files.write_json(path, state)
 
 
 def _proc_entries(proc_root):

@@ -124,6 +124,20 @@ def new_state():
     return {"last_line": None, "last_step": None, "first_loss": None, "last_loss": None}
 
 
+def is_point(pair):
+    """A [step, number] pair, as fold keeps a loss (progress.py keeps its losses and pace the same way)."""
+    return (isinstance(pair, list) and len(pair) == 2 and type(pair[0]) is int
+            and isinstance(pair[1], (int, float)) and not isinstance(pair[1], bool))
+
+
+def trusted_state(state):
+    """Whether state has new_state()'s shape, as fold keeps it: a copy read back from the share is data."""
+    return (isinstance(state, dict) and set(state) == set(new_state())
+            and (state["last_step"] is None or type(state["last_step"]) is int)
+            and all(state[k] is None or is_point(state[k]) for k in ("first_loss", "last_loss"))
+            and (state["last_line"] is None or isinstance(state["last_line"], str) and len(state["last_line"]) <= 4096))
+
+
 def fold(state, text, width=200):
     """Fold the lines of text (the lines a log gained) into state (new_state()'s form, updated in place); returns
     the rows of the steps they printed (parse_log's form). Linear in the text, whatever its lines' lengths."""

@@ -67,21 +67,9 @@ def read_state(job):
     ints = ("offset", "log_bytes", "lines")
     if (not isinstance(state, dict) or not all(type(state.get(k)) is int and state[k] >= 0 for k in ints)
             or not _anchor_shape(state.get("anchor"))
-            or not _parsed_shape(state.get("parsed"))):
+            or not vm.trusted_state(state.get("parsed"))):
         return None
     return state
-
-
-def _parsed_shape(parsed):
-    """verl_metrics.fold's state as _save writes it: its keys, a step an int, each loss a [step, number] pair, the
-    shown line a bounded string (a sidecar of another shape is data: the log is then taken whole)."""
-    def point(pair):
-        return (pair is None or isinstance(pair, list) and len(pair) == 2 and type(pair[0]) is int
-                and isinstance(pair[1], (int, float)) and not isinstance(pair[1], bool))
-    return (isinstance(parsed, dict) and set(parsed) == set(vm.new_state())
-            and (parsed["last_step"] is None or type(parsed["last_step"]) is int)
-            and point(parsed["first_loss"]) and point(parsed["last_loss"])
-            and (parsed["last_line"] is None or isinstance(parsed["last_line"], str) and len(parsed["last_line"]) <= 4096))
 
 
 def _anchor_shape(anchor):

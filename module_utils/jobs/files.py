@@ -10,6 +10,7 @@ files or names go through ascii_int (ASCII digits only, a length cap). Standard 
 
 import contextlib
 import errno
+import json
 import os
 import re
 import stat
@@ -200,6 +201,24 @@ def write_atomic(path, data, base=None, mode=0o644):
         raise OSError(exc.errno, exc.strerror, path) from None
     finally:
         os.close(dir_fd)
+
+
+def json_text(obj):
+    """How records and state files write JSON (stable, so an unchanged object leaves its file unchanged)."""
+    return json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n"
+
+
+def write_json(path, obj, base=None):
+    write_atomic(path, json_text(obj).encode("utf-8"), base=base)
+
+
+def read_json(path, base=None, limit=READ_CAP):
+    """The JSON in a small regular file (read_small), or None: none, unsafe, too large, not JSON."""
+    try:
+        raw = read_small(path, limit, base=base)
+        return None if raw is None else json.loads(raw.decode("utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
 
 
 @contextlib.contextmanager

@@ -38,17 +38,13 @@ def from_console(parsed):
     if parsed and type(parsed.get("last_step")) is int:
         state["last_step"] = parsed["last_step"]
         loss = parsed.get("last_loss")
-        if _point(loss) and loss[0] == parsed["last_step"]:
+        if vm.is_point(loss) and loss[0] == parsed["last_step"]:
             state["last"] = {"loss": loss[1]}
     return state
 
 
 def _number(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _point(pair):
-    return isinstance(pair, list) and len(pair) == 2 and type(pair[0]) is int and _number(pair[1])
 
 
 def _trusted(state):
@@ -62,9 +58,9 @@ def _trusted(state):
     if not all(isinstance(state[k], bool) for k in ("skipping", "partial")):
         return None
     pace = state["pace"]
-    if not isinstance(pace, list) or len(pace) > 2 or not all(_point(p) for p in pace):
+    if not isinstance(pace, list) or len(pace) > 2 or not all(vm.is_point(p) for p in pace):
         return None
-    if not all(state[k] is None or _point(state[k]) for k in ("first_loss", "last_loss")):
+    if not all(state[k] is None or vm.is_point(state[k]) for k in ("first_loss", "last_loss")):
         return None
     last = state["last"]
     if not isinstance(last, dict) or not all(isinstance(k, str) and _number(v) for k, v in last.items()):

@@ -17,7 +17,7 @@ import time
 
 from ansible.module_utils import conventions, verl_metrics
 from ansible.module_utils.jobs import files, open_index
-from ansible.module_utils.jobs.files import UnsafeFile, read_small
+from ansible.module_utils.jobs.files import UnsafeFile, json_text, read_json, read_small, write_json  # noqa: F401
 from ansible.module_utils.jobs.status import JobStatus, Merge, RecordError
 
 LAYOUT = ("config", "logs", "checkpoints", "debug")
@@ -132,24 +132,6 @@ def write_text(path, text, base=None):
     """Write text (or bytes) via a temporary file and rename, so a crash never leaves half a file; a symlink at path
     is replaced, never written through (files.write_atomic; base: the record's directory, when path is inside it)."""
     files.write_atomic(path, text if isinstance(text, bytes) else text.encode("utf-8"), base=base)
-
-
-def json_text(obj):
-    """How the record writes JSON (stable, so an unchanged object leaves its file unchanged)."""
-    return json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n"
-
-
-def write_json(path, obj):
-    write_text(path, json_text(obj))
-
-
-def read_json(path, base=None, limit=STATUS_CAP):
-    """The JSON in a small regular file (files.read_small), or None: none, unsafe, too large, not JSON."""
-    try:
-        raw = read_small(path, limit, base=base)
-        return None if raw is None else json.loads(raw.decode("utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return None
 
 
 def now_ms():
