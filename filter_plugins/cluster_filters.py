@@ -2,22 +2,27 @@
 
 
 def ray_expected_workers(worker_hosts, hostvars):
-    """What the readiness gate must see for each worker that got through the worker play.
+    """What the readiness gate must see for each worker that got through the worker play (roles/ray_worker).
 
-    A worker that failed earlier in the run (unreachable, bad mount) has no
-    expectation recorded; it already fails the run, so the gate does not wait for it.
+    Read from the worker's ray_node results: its start (ray_worker_node) when it ran, else its check
+    (ray_worker_plan). A worker that failed earlier in the run (unreachable, bad mount) has no result that
+    passed; it already fails the run, so the gate does not wait for it.
     """
     expected = []
     for host in worker_hosts:
-        want = hostvars[host].get("ray_worker_expect")
-        if want:
-            expected.append({"host": str(want["host"]), "ip": str(want["ip"]),
-                             "num_gpus": int(want["num_gpus"]), "worker_node": float(want["worker_node"]),
-                             "started_after_ms": int(want.get("started_after_ms") or 0)})
+        found = [hostvars[host].get(name) or {} for name in ("ray_worker_node", "ray_worker_plan")]
+        ran = [r for r in found if r and not r.get("skipped")]
+        if not ran or ran[0].get("failed") or "node_ip" not in ran[0]:
+            continue
+        result = ran[0]
+        expected.append({"host": str(host), "ip": str(result["node_ip"]), "num_gpus": int(result["num_gpus"]),
+                         "worker_node": float((result.get("resources") or {}).get("worker_node", 0)),
+                         # A (re)started worker counts only once the cluster lists the new node, not the old one.
+                         "started_after_ms": int(result.get("started_at_ms") or 0)})
     return expected
 
 
-def shared_root_other_storage(hosts, hostvars, register="__shared_root"):
+def shared_root_other_storage(hosts, hostvars, register="shared_root_node"):
     """The hosts (after the first) whose shared root carries another storage mark than the first host's: two nodes may
     each have something mounted at the path and still not share it. A host without a mark (none written yet, or it
     failed before) is not compared."""

@@ -28,6 +28,11 @@ options:
       - Handled on the control host by the action plugin; fail naming the workers not ready after this
         many seconds. Without it the module looks once (or for O(wait_s)).
     type: float
+  prometheus_url:
+    description:
+      - Also ask the Prometheus there for its active targets (RV(prometheus_targets)), from this node, once the
+        workers are ready, so that up.yml checks that Prometheus reads the head without a call of its own.
+    type: str
   python:
     description: (action) Python with Ray on the head that runs the module; default C(ray_python).
     type: str
@@ -87,9 +92,17 @@ ray_version:
   description: Ray version of the Python this module ran with.
   returned: always
   type: str
+prometheus_targets:
+  description: >-
+    Prometheus's C(/api/v1/targets?state=active) answer (its JSON), or null when it did not answer, or answered
+    something else than JSON.
+  returned: when O(prometheus_url) is set and the workers are ready
+  type: dict
 """
 
+import json
 import time
+import urllib.request
 
 from ansible.module_utils import ray_cluster as rc
 from ansible.module_utils.basic import AnsibleModule
@@ -116,6 +129,23 @@ def read_nodes_until_ready(dashboard_url, expected, wait_s, clock=time.monotonic
         sleep(1)
 
 
+# Prometheus's targets answer is a few KB per node: a bound, never a whole body of any size in memory.
+TARGETS_MAX_BYTES = 16 * 1024 * 1024
+
+
+def prometheus_targets(url, timeout=5.0):
+    """Prometheus's active targets (its JSON answer), or None when it does not answer with JSON."""
+    try:
+        with urllib.request.urlopen(f"{url.rstrip('/')}/api/v1/targets?state=active", timeout=timeout) as answer:
+            body = answer.read(TARGETS_MAX_BYTES + 1)
+        if len(body) > TARGETS_MAX_BYTES:
+            return None
+        found = json.loads(body)
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, dict) else None
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -123,6 +153,7 @@ def main():
             "expected_workers": {"type": "list", "elements": "dict", "default": []},
             "wait_s": {"type": "float", "default": 0},
             "timeout_s": {"type": "float"},
+            "prometheus_url": {"type": "str"},
         },
         supports_check_mode=True,
     )
@@ -138,8 +169,9 @@ def main():
     except Exception as exc:  # noqa: BLE001 - any failure here means "cannot read the cluster"
         module.fail_json(msg="cannot read the Ray cluster at {}: {}".format(p["dashboard_url"], (str(exc).splitlines() or [type(exc).__name__])[0]),
                          ready=False, missing=["cluster unreachable"], nodes=[], node_lines=[])
+    extra = {"prometheus_targets": prometheus_targets(p["prometheus_url"])} if p["prometheus_url"] and ready else {}
     module.exit_json(
-        changed=False, nodes=nodes, node_lines=rc.describe_nodes(nodes), jobs=jobs,
+        changed=False, **extra, nodes=nodes, node_lines=rc.describe_nodes(nodes), jobs=jobs,
         busy_node_ips=rc.busy_node_ips(nodes, jobs, actor_nodes), ready=ready, missing=missing,
         ray_version=ray.__version__)
 

@@ -117,6 +117,49 @@ options:
     description: Replace a Ray this project did not start (and remove its session directories).
     type: bool
     default: false
+  shared_root:
+    description:
+      - Settle the shared root first, as the shared_root module does with these options, in the same call (a
+        worker then costs one call of up.yml, not two). Ray does not start on a node whose shared root fails.
+      - Not with O(state=stopped).
+    type: dict
+    suboptions:
+      path:
+        description: Where the shared root is mounted on every node.
+        type: path
+        required: true
+      mode:
+        description: C(nfs), C(bind) or C(none), as the shared_root module's.
+        type: str
+        choices: [nfs, bind, none]
+        default: nfs
+      source:
+        description: C(server:/export) for nfs, a directory for bind.
+        type: str
+        default: ""
+      nfs_options:
+        description: Mount options for nfs.
+        type: str
+        default: defaults,_netdev
+      persist:
+        description: Record the mount in O(shared_root.fstab).
+        type: bool
+        default: true
+      fstab:
+        description: The fstab file to record the mount in.
+        type: path
+        default: /etc/fstab
+      layout:
+        description: Directories relative to O(shared_root.path), each with its octal mode.
+        type: dict
+        default: {}
+      node_name:
+        description: The name this node goes by in messages (the inventory name).
+        type: str
+      mark:
+        description: The storage's mark as another node sees it; a node whose mark differs fails before Ray starts.
+        type: str
+        default: ""
 attributes:
   check_mode:
     support: full
@@ -157,6 +200,14 @@ num_gpus:
   description: The GPUs the node offers (O(num_gpus), or what C(nvidia-smi) counted for V(auto)).
   returned: when O(state=started)
   type: int
+node_ip:
+  description: O(node_ip), for the readiness gate (filter ray_expected_workers).
+  returned: when O(state=started)
+  type: str
+resources:
+  description: O(resources), for the readiness gate (filter ray_expected_workers).
+  returned: when O(state=started)
+  type: dict
 token_changed:
   description: The node's copy of the cluster token was (or, in check mode, would be) rewritten.
   returned: when O(state=started)
@@ -198,9 +249,13 @@ stderr_tail:
   description: The last lines C(ray start) printed (the failure's one-line message names the cause).
   returned: when C(ray start) failed
   type: str
+shared_root:
+  description: The shared_root module's result (mounted, mark, actions) for O(shared_root).
+  returned: when O(shared_root) is set
+  type: dict
 """
 
-from ansible.module_utils import ray_node_run
+from ansible.module_utils import ray_node_run, shared_root_run
 from ansible.module_utils.basic import AnsibleModule
 
 
@@ -231,6 +286,8 @@ def main():
             "force": {"type": "bool", "default": False},
             "restart": {"type": "bool", "default": False},
             "cleanup_legacy": {"type": "bool", "default": False},
+            "shared_root": {"type": "dict", "options": {**shared_root_run.OPTIONS, "mark": {"type": "str", "default": ""}},
+                            "required_if": shared_root_run.REQUIRED_IF},
         },
         required_if=[("state", "started", ("role", "node_ip"))],
         required_together=[("token", "token_path")],

@@ -85,73 +85,14 @@ actions:
   elements: str
 """
 
-import os
-
-from ansible.module_utils import shared_root_ctl as ctl
+from ansible.module_utils import shared_root_run
 from ansible.module_utils.basic import AnsibleModule
 
 
-def findmnt(module, path):
-    rc, out, err = module.run_command(["findmnt", "--noheadings", "--output", "SOURCE,FSTYPE", "--mountpoint", path])
-    if rc not in (0, 1):
-        module.fail_json(msg=f"findmnt {path} failed: {(err or out).strip()}")
-    return out.strip() if rc == 0 else ""
-
-
-def mount(module, p, actions):
-    actions.append(f"mount {p['source']} at {p['path']} ({p['mode']})")
-    if module.check_mode:
-        return
-    for folder in ([p["source"]] if p["mode"] == "bind" else []) + [p["path"]]:
-        os.makedirs(folder, mode=0o755, exist_ok=True)
-    argv = ctl.mount_command(p)
-    rc, out, err = module.run_command(argv)
-    if rc != 0:
-        module.fail_json(msg=f"{p['node_name']}: {' '.join(argv)} failed: {(err or out).strip()}", actions=actions)
-
-
 def main():
-    module = AnsibleModule(
-        argument_spec={
-            "path": {"type": "path", "required": True},
-            "mode": {"type": "str", "choices": ["nfs", "bind", "none"], "default": "nfs"},
-            "source": {"type": "str", "default": ""},
-            "nfs_options": {"type": "str", "default": "defaults,_netdev"},
-            "persist": {"type": "bool", "default": True},
-            "fstab": {"type": "path", "default": "/etc/fstab"},
-            "layout": {"type": "dict", "default": {}},
-            "node_name": {"type": "str"},
-        },
-        required_if=[("mode", "nfs", ("source",)), ("mode", "bind", ("source",))],
-        supports_check_mode=True,
-    )
-    p = module.params
-    p["node_name"] = p["node_name"] or os.uname().nodename
-    try:
-        p["layout"] = ctl.check_settings(p)
-    except ValueError as exc:
-        module.fail_json(msg=str(exc))
-    actions = []
-    mounted = findmnt(module, p["path"])
-    if not mounted and p["mode"] != "none":
-        mount(module, p, actions)
-        mounted = "" if module.check_mode else findmnt(module, p["path"])
-    if p["persist"] and p["mode"] != "none":
-        ctl.settle_fstab(p, actions, module.check_mode)
-    if module.check_mode and not mounted:
-        # Nothing to verify yet: the mount above has not happened.
-        module.exit_json(changed=bool(actions), mounted="", mark="", actions=actions)
-    why = ctl.not_shared(p, mounted)
-    if why:
-        module.fail_json(msg=f"{p['node_name']}: {p['path']} is not the shared root ({why}). "
-                         "Jobs would write to this node's local disk and lose their data.",
-                         mounted=mounted, actions=actions)
-    try:
-        ctl.lay_out(p, actions, module.check_mode)
-    except ctl.NotUsable as exc:
-        module.fail_json(msg=str(exc), actions=actions)
-    mark = ctl.read_mark(p, actions, module.check_mode)
-    module.exit_json(changed=bool(actions), mounted=mounted, mark=mark, actions=actions)
+    module = AnsibleModule(argument_spec=shared_root_run.OPTIONS, required_if=shared_root_run.REQUIRED_IF,
+                           supports_check_mode=True)
+    module.exit_json(**shared_root_run.run(module, module.params))
 
 
 if __name__ == "__main__":

@@ -148,10 +148,12 @@ PROMETHEUS_JOB = "ray"
 def prometheus_targets(answer):
     """{host: [target, ...]}: the active targets of Ray's job in Prometheus's /api/v1/targets answer."""
     found = {}
-    data = (answer or {}).get("data") if isinstance(answer, dict) else None
-    for target in (data or {}).get("activeTargets") or []:
-        labels = target.get("labels") or {}
-        if labels.get("job") != PROMETHEUS_JOB:
+    data = answer.get("data") if isinstance(answer, dict) else None
+    targets = data.get("activeTargets") if isinstance(data, dict) else None
+    # An answer of any other shape has no target: Prometheus's JSON is data, checked before it is read.
+    for target in targets if isinstance(targets, list) else []:
+        labels = target.get("labels") if isinstance(target, dict) else None
+        if not isinstance(labels, dict) or labels.get("job") != PROMETHEUS_JOB:
             continue
         host = str(labels.get("instance") or "").rpartition(":")[0].strip("[]")
         found.setdefault(host, []).append(target)

@@ -12,6 +12,7 @@ import sys
 import time
 
 from ansible.module_utils import ray_node_ctl as ctl
+from ansible.module_utils import shared_root_run
 
 # How long a worker whose start timed out waits for the head's GCS to answer before it starts again.
 RETRY_WAIT_S = 120
@@ -62,6 +63,12 @@ def run(module):
     """Do what the module's parameters ask on this node; ends the module (exit_json or fail_json)."""
     p = module.params
     python = p["python"]
+    # The shared root first: Ray never starts on a node whose jobs would write to its local disk.
+    mount = None
+    if p["shared_root"]:
+        if p["state"] == "stopped":
+            module.fail_json(msg="ray_node: shared_root is for state=started only")
+        mount = shared_root_run.run(module, p["shared_root"])
     ray_bin = os.path.join(os.path.dirname(python), "ray")
     if p["state"] == "started" and p["socket_ifname"]:
         try:
@@ -111,9 +118,12 @@ def run(module):
     action, reason = ctl.plan(bool(raylets), state, want["fingerprint"], p["cleanup_legacy"], p["restart"], gcs_alive)
     changes = ctl.diff_state(state, want)
     result = {"action": action, "reason": reason, "changes": changes, "ray_version": version, "argv": argv,
-              "token_changed": token_changed, "num_gpus": p["num_gpus"]}
+              "token_changed": token_changed, "num_gpus": p["num_gpus"],
+              "node_ip": p["node_ip"], "resources": p["resources"]}
+    if mount is not None:
+        result["shared_root"] = mount
     if action == "none":
-        module.exit_json(changed=token_changed, **result)
+        module.exit_json(changed=token_changed or bool(mount and mount["changed"]), **result)
     if action == "restart" and not (p["restart"] or p["force"]):
         # Asked only now: a healthy node never pays for importing Ray and reading the cluster.
         try:

@@ -15,14 +15,17 @@ from plugin_utils import PROJECT_ROOT
 ROOT = PROJECT_ROOT
 
 
-def test_expected_workers_skip_hosts_that_failed_earlier():
-    hostvars = {"w1": {"ray_worker_expect": {"host": "w1", "ip": "10.0.0.11", "num_gpus": "4", "worker_node": "1",
-                                             "started_after_ms": "1700000000000"}},
+def test_expected_workers_come_from_the_workers_ray_node_results_and_skip_hosts_that_failed():
+    started = {"node_ip": "10.0.0.11", "num_gpus": 4, "resources": {"worker_node": 1}, "started_at_ms": 1700000000000}
+    healthy = {"node_ip": "10.0.0.13", "num_gpus": 0, "resources": {"worker_node": 2}, "action": "none"}
+    hostvars = {"w1": {"ray_worker_plan": {"skipped": True}, "ray_worker_node": started},
                 "w2": {"ansible_host": "10.0.0.12"},
-                "w3": {"ray_worker_expect": {"host": "w3", "ip": "10.0.0.13", "num_gpus": 0, "worker_node": 1}}}
-    assert ray_expected_workers(["w1", "w2", "w3"], hostvars) == [
+                "w3": {"ray_worker_plan": healthy, "ray_worker_node": {"skipped": True}},
+                "w4": {"ray_worker_plan": {"skipped": True}, "ray_worker_node": {"failed": True, "msg": "ray start"}},
+                "w5": {"ray_worker_plan": {"failed": True, "msg": "not the shared root"}}}
+    assert ray_expected_workers(["w1", "w2", "w3", "w4", "w5"], hostvars) == [
         {"host": "w1", "ip": "10.0.0.11", "num_gpus": 4, "worker_node": 1.0, "started_after_ms": 1700000000000},
-        {"host": "w3", "ip": "10.0.0.13", "num_gpus": 0, "worker_node": 1.0, "started_after_ms": 0}]
+        {"host": "w3", "ip": "10.0.0.13", "num_gpus": 0, "worker_node": 2.0, "started_after_ms": 0}]
 
 
 def test_status_summary_lists_nodes_jobs_and_mounts():
@@ -57,16 +60,16 @@ def test_the_shared_root_layout_has_one_home():
         assert any(rel == d or rel.startswith(d + "/") for d in conventions.LAYOUT), where
     for exact in (conventions.JOBS, conventions.COMMON_CODE, conventions.USER_CODE, conventions.REGRESSION):
         assert exact in conventions.LAYOUT
-    with open(os.path.join(ROOT, "roles", "shared_root", "defaults", "main.yml"), encoding="utf-8") as handle:
+    with open(os.path.join(ROOT, "roles", "project_defaults", "defaults", "main.yml"), encoding="utf-8") as handle:
         assert yaml.safe_load(handle)["shared_root_layout"] == "{{ (shared_root_path | ray_verl_paths).layout }}"
 
 
 def test_shared_root_other_storage_names_every_node_that_sees_other_storage():
     from cluster_filters import shared_root_other_storage
 
-    hostvars = {"head": {"__shared_root": {"mark": "a"}}, "w1": {"__shared_root": {"mark": "a"}},
-                "w2": {"__shared_root": {"mark": "b"}}, "w3": {"__shared_root": {"mark": ""}}, "w4": {},
-                "w5": {"__shared_root": {"mark": "c"}}}
+    hostvars = {"head": {"shared_root_node": {"mark": "a"}}, "w1": {"shared_root_node": {"mark": "a"}},
+                "w2": {"shared_root_node": {"mark": "b"}}, "w3": {"shared_root_node": {"mark": ""}}, "w4": {},
+                "w5": {"shared_root_node": {"mark": "c"}}}
     assert shared_root_other_storage(["head", "w1", "w2", "w3", "w4", "w5"], hostvars) == ["w2", "w5"]
     assert shared_root_other_storage(["head", "w1"], hostvars) == []
     assert shared_root_other_storage([], hostvars) == []

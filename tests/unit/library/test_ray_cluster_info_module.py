@@ -146,3 +146,57 @@ def test_wait_raises_the_last_error_when_the_cluster_never_answers(monkeypatch):
     with pytest.raises(RuntimeError):
         ray_cluster_info.read_nodes_until_ready(URL, EXPECTED, 2, clock, clock.sleep)
     assert clock.now == 2
+
+
+@pytest.fixture
+def prometheus():
+    """A real HTTP server on loopback answering /api/v1/targets with `state["body"]`."""
+    import http.server
+    import threading
+
+    state = {"body": b'{"status": "success", "data": {"activeTargets": []}}', "paths": []}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            state["paths"].append(self.path)
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(state["body"])
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    state["url"] = f"http://127.0.0.1:{server.server_address[1]}"
+    yield state
+    server.shutdown()
+    server.server_close()
+
+
+def test_prometheus_targets_come_with_a_ready_cluster(cluster, prometheus, capsys):
+    code, out = run(capsys, dashboard_url=URL, prometheus_url=prometheus["url"] + "/")
+    assert code == 0 and out["prometheus_targets"] == {"status": "success", "data": {"activeTargets": []}}
+    assert prometheus["paths"] == ["/api/v1/targets?state=active"]
+
+
+def test_prometheus_is_not_asked_before_the_workers_are_ready(cluster, prometheus, capsys):
+    code, out = run(capsys, dashboard_url=URL, expected_workers=EXPECTED, prometheus_url=prometheus["url"])
+    assert code == 0 and out["ready"] is False and "prometheus_targets" not in out and prometheus["paths"] == []
+
+
+@pytest.mark.parametrize("body", [b"<html>not json</html>", b"[1, 2]", b""])
+def test_prometheus_answering_no_json_object_is_null(cluster, prometheus, capsys, body):
+    prometheus["body"] = body
+    code, out = run(capsys, dashboard_url=URL, prometheus_url=prometheus["url"])
+    assert code == 0 and out["prometheus_targets"] is None
+
+
+def test_prometheus_not_answering_is_null_not_a_failure(cluster, capsys):
+    import socket
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    code, out = run(capsys, dashboard_url=URL, prometheus_url=f"http://127.0.0.1:{port}")
+    assert code == 0 and out["ready"] is True and out["prometheus_targets"] is None

@@ -103,7 +103,7 @@ def test_bad_settings_are_refused_naming_the_setting(host, bind, capsys, bad, fi
 
 def test_a_code_directory_someone_else_owns_is_refused(host, bind, capsys, monkeypatch):
     run(capsys, bind)
-    monkeypatch.setattr(shared_root.os, "geteuid", lambda: 12345)
+    monkeypatch.setattr(os, "geteuid", lambda: 12345)
     code, out = run(capsys, bind)
     assert code == 1 and "common belongs to uid" in out["msg"] and "only its owner may write it" in out["msg"]
     # World-writable directories (user/) may belong to anyone.
