@@ -117,6 +117,26 @@ options:
     description: Replace a Ray this project did not start (and remove its session directories).
     type: bool
     default: false
+  store:
+    description:
+      - The GCS store (Redis) the head keeps its tables in, checked before anything else with O(redis_password), as the
+        ray_store_info module checks it (it must answer and persist); RV(store) says whether it holds this
+        cluster's tables (C(cluster_data)), i.e. whether a head that starts comes back to its cluster.
+      - Not with O(state=stopped).
+    type: dict
+    suboptions:
+      host:
+        description: The store's address.
+        type: str
+        required: true
+      port:
+        description: The store's port.
+        type: int
+        default: 6379
+      namespace:
+        description: Ray's C(external_storage_namespace) of this cluster.
+        type: str
+        required: true
   shared_root:
     description:
       - Settle the shared root first, as the shared_root module does with these options, in the same call (a
@@ -249,6 +269,10 @@ stderr_tail:
   description: The last lines C(ray start) printed (the failure's one-line message names the cause).
   returned: when C(ray start) failed
   type: str
+store:
+  description: What the check of O(store) found (reachable, version, aof_enabled, persistence_ok, cluster_data).
+  returned: when O(store) is set
+  type: dict
 shared_root:
   description: The shared_root module's result (mounted, mark, actions) for O(shared_root).
   returned: when O(shared_root) is set
@@ -286,6 +310,9 @@ def main():
             "force": {"type": "bool", "default": False},
             "restart": {"type": "bool", "default": False},
             "cleanup_legacy": {"type": "bool", "default": False},
+            "store": {"type": "dict", "options": {"host": {"type": "str", "required": True},
+                                                  "port": {"type": "int", "default": 6379},
+                                                  "namespace": {"type": "str", "required": True}}},
             "shared_root": {"type": "dict", "options": {**shared_root_run.OPTIONS, "mark": {"type": "str", "default": ""}},
                             "required_if": shared_root_run.REQUIRED_IF},
         },

@@ -98,7 +98,7 @@ cluster_data:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.redis_store import StoreError, address, check
+from ansible.module_utils.redis_store import StoreError, check, persistence_problem
 
 
 def read_password(module, path):
@@ -140,12 +140,9 @@ def main():
         module.fail_json(msg=str(exc), reachable=exc.answered)
     except ValueError as exc:  # an option out of range (port, timeout_s, namespace): nothing was sent
         module.fail_json(msg=str(exc), reachable=False)
-    if p["require_persistence"] and not result["persistence_ok"]:
-        why = "appendonly is off" if not result["aof_enabled"] else \
-            "its last AOF write or rewrite failed, or it is loading"
-        module.fail_json(msg=f"Redis at {address(p['host'], p['port'])} does not persist Ray's tables: {why} "
-                             "(GCS fault tolerance needs appendonly yes; require_persistence=false only reports it)",
-                         **result)
+    problem = persistence_problem(p["host"], p["port"], result)
+    if p["require_persistence"] and problem:
+        module.fail_json(msg=problem, **result)
     module.exit_json(changed=False, **result)
 
 

@@ -12,7 +12,7 @@ import sys
 import time
 
 from ansible.module_utils import ray_node_ctl as ctl
-from ansible.module_utils import shared_root_run
+from ansible.module_utils import redis_store, shared_root_run
 
 # How long a worker whose start timed out waits for the head's GCS to answer before it starts again.
 RETRY_WAIT_S = 120
@@ -51,6 +51,20 @@ def hide_password(module, text):
     return text.replace(password, "<redacted>") if password else text
 
 
+def check_store(module, where):
+    """The GCS store's facts (redis_store.check), or the module fails in one line naming the store."""
+    try:
+        found = redis_store.check(where["host"], where["port"], module.params["redis_password"], where["namespace"])
+    except redis_store.StoreError as exc:
+        module.fail_json(msg=hide_password(module, str(exc)), store={"reachable": exc.answered})
+    except ValueError as exc:  # a port or namespace out of range: nothing was sent
+        module.fail_json(msg=f"store: {exc}")
+    problem = redis_store.persistence_problem(where["host"], where["port"], found)
+    if problem:
+        module.fail_json(msg=problem, store=found)
+    return found
+
+
 def clear_store(module, failure, **result):
     """Delete the cluster's tables from the GCS store (ray_node_ctl.clear_store), or fail in one line saying so."""
     try:
@@ -64,11 +78,11 @@ def run(module):
     p = module.params
     python = p["python"]
     # The shared root first: Ray never starts on a node whose jobs would write to its local disk.
-    mount = None
-    if p["shared_root"]:
-        if p["state"] == "stopped":
-            module.fail_json(msg="ray_node: shared_root is for state=started only")
-        mount = shared_root_run.run(module, p["shared_root"])
+    if p["state"] == "stopped" and (p["shared_root"] or p["store"]):
+        module.fail_json(msg="ray_node: shared_root and store are for state=started only")
+    mount = shared_root_run.run(module, p["shared_root"]) if p["shared_root"] else None
+    # The head's store before the head: whether it holds this cluster's tables decides what a start means.
+    store = check_store(module, p["store"]) if p["store"] else None
     ray_bin = os.path.join(os.path.dirname(python), "ray")
     if p["state"] == "started" and p["socket_ifname"]:
         try:
@@ -122,6 +136,8 @@ def run(module):
               "node_ip": p["node_ip"], "resources": p["resources"]}
     if mount is not None:
         result["shared_root"] = mount
+    if store is not None:
+        result["store"] = store
     if action == "none":
         module.exit_json(changed=token_changed or bool(mount and mount["changed"]), **result)
     if action == "restart" and not (p["restart"] or p["force"]):

@@ -222,6 +222,15 @@ def table_pattern(namespace):
     return "RAY" + ("*" if namespace is None else "".join("\\" + c if c in "*?[]\\" else c for c in namespace)) + "@*"
 
 
+def persistence_problem(host, port, found):
+    """One line saying why the store check()ed as `found` does not persist Ray's tables, or None when it does."""
+    if found["persistence_ok"]:
+        return None
+    why = "appendonly is off" if not found["aof_enabled"] else "its last AOF write or rewrite failed, or it is loading"
+    return (f"Redis at {address(host, port)} does not persist Ray's tables: {why} "
+            "(GCS fault tolerance needs appendonly yes; require_persistence=false only reports it)")
+
+
 def check(host, port, password, namespace, username="default", timeout=5.0):
     """The store as Ray's GCS fault tolerance needs it: reachable, its version, AOF on and its last writes
     succeeded (persistence_ok), and whether Ray keeps tables there (cluster_data: for namespace, or any).

@@ -86,3 +86,46 @@ def test_a_head_whose_gcs_server_died_is_started_again_keeping_the_stores_tables
     code, out = run(capsys, store_head)
     assert code == 0 and out["action"] == "start" and "GCS server died" in out["reason"]
     assert [c[1] for c in host.commands[-2:]] == ["stop", "start"] and cleared == []
+
+
+# The head's check of the store happens in its own ray_node call (option store), against a real redis-server.
+def checked_head(store_head, server, password):
+    return {**store_head, "redis_password": password,
+            "store": {"host": "127.0.0.1", "port": server.port, "namespace": "ray-verl-10-0-0-10-6379"}}
+
+
+def test_the_store_is_checked_before_the_head_starts_and_says_whether_it_holds_the_cluster(host, store_head, redis,
+                                                                                         capsys):
+    from redis_harness import PASSWORD as STORE_PASSWORD
+
+    code, out = run(capsys, checked_head(store_head, redis, STORE_PASSWORD))
+    assert code == 0 and out["action"] == "start"
+    assert out["store"]["reachable"] and out["store"]["persistence_ok"] and out["store"]["cluster_data"] is False
+    with redis.client() as client:  # the head's tables, as Ray's GCS writes them
+        client.command("SET", "RAYray-verl-10-0-0-10-6379@NODE", "x")
+    code, out = run(capsys, checked_head(store_head, redis, STORE_PASSWORD))
+    assert code == 0 and out["store"]["cluster_data"] is True
+
+
+def test_a_store_refusing_the_password_fails_in_one_line_and_the_head_does_not_start(host, store_head, redis, capsys):
+    code, out = run(capsys, checked_head(store_head, redis, PASSWORD))
+    assert code == 1 and out["msg"] == f"Redis at 127.0.0.1:{redis.port}: refused the password for user default"
+    assert PASSWORD not in json.dumps(out) and not [c for c in host.commands if c[1:2] == ["start"]]
+
+
+def test_a_store_that_does_not_persist_fails_naming_why(host, store_head, redis_servers, capsys):
+    from redis_harness import PASSWORD as STORE_PASSWORD
+
+    server = redis_servers(appendonly=False)
+    code, out = run(capsys, checked_head(store_head, server, STORE_PASSWORD))
+    assert code == 1 and "does not persist Ray's tables: appendonly is off" in out["msg"]
+    assert "\n" not in out["msg"] and not [c for c in host.commands if c[1:2] == ["start"]]
+
+
+def test_an_unreachable_store_fails_in_one_line(host, store_head, capsys):
+    from redis_harness import free_port
+
+    port = free_port()
+    code, out = run(capsys, {**store_head, "store": {"host": "127.0.0.1", "port": port, "namespace": "ns"}})
+    assert code == 1 and out["msg"].startswith(f"Redis at 127.0.0.1:{port}: ") and "\n" not in out["msg"]
+    assert out["store"] == {"reachable": False}
