@@ -28,6 +28,12 @@ options:
       - Handled on the control host by the action plugin; fail naming the workers not ready after this
         many seconds. Without it the module looks once (or for O(wait_s)).
     type: float
+  shared_root:
+    description:
+      - Also say which jobs the shared root's open-records index lists there (RV(open_records)), so that up.yml
+        skips the records' reconcile when the index is complete and lists none, which is what the reconcile would
+        find.
+    type: path
   prometheus_url:
     description:
       - Also ask the Prometheus there for its active targets (RV(prometheus_targets)), from this node, once the
@@ -92,6 +98,13 @@ ray_version:
   description: Ray version of the Python this module ran with.
   returned: always
   type: str
+open_records:
+  description: >-
+    The ids of the job records the open-records index of O(shared_root) lists (records not final), or null when
+    that index is not complete (its first reader scans every record and writes it).
+  returned: when O(shared_root) is set
+  type: list
+  elements: str
 prometheus_targets:
   description: >-
     Prometheus's C(/api/v1/targets?state=active) answer (its JSON), or null when it did not answer, or answered
@@ -104,8 +117,10 @@ import json
 import time
 import urllib.request
 
+from ansible.module_utils import conventions
 from ansible.module_utils import ray_cluster as rc
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.jobs import open_index
 from ansible.module_utils.ray_connection import argument_spec
 
 
@@ -154,6 +169,7 @@ def main():
             "wait_s": {"type": "float", "default": 0},
             "timeout_s": {"type": "float"},
             "prometheus_url": {"type": "str"},
+            "shared_root": {"type": "path"},
         },
         supports_check_mode=True,
     )
@@ -170,6 +186,8 @@ def main():
         module.fail_json(msg="cannot read the Ray cluster at {}: {}".format(p["dashboard_url"], (str(exc).splitlines() or [type(exc).__name__])[0]),
                          ready=False, missing=["cluster unreachable"], nodes=[], node_lines=[])
     extra = {"prometheus_targets": prometheus_targets(p["prometheus_url"])} if p["prometheus_url"] and ready else {}
+    if p["shared_root"]:
+        extra["open_records"] = open_index.listed(conventions.paths(p["shared_root"])["jobs"])
     module.exit_json(
         changed=False, **extra, nodes=nodes, node_lines=rc.describe_nodes(nodes), jobs=jobs,
         busy_node_ips=rc.busy_node_ips(nodes, jobs, actor_nodes), ready=ready, missing=missing,

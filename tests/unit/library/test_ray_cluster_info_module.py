@@ -200,3 +200,30 @@ def test_prometheus_not_answering_is_null_not_a_failure(cluster, capsys):
         port = free.getsockname()[1]
     code, out = run(capsys, dashboard_url=URL, prometheus_url=f"http://127.0.0.1:{port}")
     assert code == 0 and out["ready"] is True and out["prometheus_targets"] is None
+
+
+def test_open_records_are_what_the_complete_index_lists(cluster, tmp_path, capsys):
+    from ansible.module_utils.jobs import open_index
+
+    jobs = tmp_path / "jobs"
+    code, out = run(capsys, dashboard_url=URL, shared_root=str(tmp_path))
+    assert code == 0 and out["open_records"] is None  # no index yet: the reconcile's first scan writes it
+    jobs.mkdir()
+    open_index.mark_complete(str(jobs))
+    assert run(capsys, dashboard_url=URL, shared_root=str(tmp_path))[1]["open_records"] == []
+    (jobs / "sft-1").mkdir()
+    open_index.add(str(jobs / "sft-1"))
+    assert run(capsys, dashboard_url=URL, shared_root=str(tmp_path))[1]["open_records"] == ["sft-1"]
+    assert "open_records" not in run(capsys, dashboard_url=URL)[1]
+
+
+def test_an_index_that_is_a_symlink_is_not_followed(cluster, tmp_path, capsys):
+    from ansible.module_utils.jobs import open_index
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    open_index.mark_complete(str(elsewhere))
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / ".open").symlink_to(elsewhere / ".open")
+    code, out = run(capsys, dashboard_url=URL, shared_root=str(tmp_path))
+    assert code == 0 and out["open_records"] is None
