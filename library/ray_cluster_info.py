@@ -28,6 +28,12 @@ options:
       - Handled on the control host by the action plugin; fail naming the workers not ready after this
         many seconds. Without it the module looks once (or for O(wait_s)).
     type: float
+  list_jobs:
+    description:
+      - List the cluster's jobs and the nodes they occupy (RV(jobs), RV(busy_node_ips)). The readiness gate of up.yml
+        does without them, which spares importing the Job Submission SDK and two more requests.
+    type: bool
+    default: true
   shared_root:
     description:
       - Also say which jobs the shared root's open-records index lists there (RV(open_records)), so that up.yml
@@ -75,12 +81,12 @@ node_lines:
   elements: str
 jobs:
   description: Every job the cluster lists.
-  returned: always
+  returned: when O(list_jobs)
   type: list
   elements: dict
 busy_node_ips:
   description: IPs of nodes running a job's driver or actors.
-  returned: always
+  returned: when O(list_jobs)
   type: list
   elements: str
 ready:
@@ -170,6 +176,7 @@ def main():
             "timeout_s": {"type": "float"},
             "prometheus_url": {"type": "str"},
             "shared_root": {"type": "path"},
+            "list_jobs": {"type": "bool", "default": True},
         },
         supports_check_mode=True,
     )
@@ -180,18 +187,20 @@ def main():
 
         token = rc.read_token(p["token_path"])
         nodes, ready, missing = read_nodes_until_ready(p["dashboard_url"], p["expected_workers"], p["wait_s"])
-        jobs = [rc.job_summary(j) for j in rc.job_client(p["dashboard_url"], token).list_jobs()]
-        actor_nodes = rc.list_alive_actor_nodes(p["dashboard_url"])
+        if p["list_jobs"]:
+            jobs = [rc.job_summary(j) for j in rc.job_client(p["dashboard_url"], token).list_jobs()]
+            listed = {"jobs": jobs, "busy_node_ips": rc.busy_node_ips(nodes, jobs,
+                                                                   rc.list_alive_actor_nodes(p["dashboard_url"]))}
+        else:
+            listed = {}
     except Exception as exc:  # noqa: BLE001 - any failure here means "cannot read the cluster"
         module.fail_json(msg="cannot read the Ray cluster at {}: {}".format(p["dashboard_url"], (str(exc).splitlines() or [type(exc).__name__])[0]),
                          ready=False, missing=["cluster unreachable"], nodes=[], node_lines=[])
     extra = {"prometheus_targets": prometheus_targets(p["prometheus_url"])} if p["prometheus_url"] and ready else {}
     if p["shared_root"]:
         extra["open_records"] = open_index.listed(conventions.paths(p["shared_root"])["jobs"])
-    module.exit_json(
-        changed=False, **extra, nodes=nodes, node_lines=rc.describe_nodes(nodes), jobs=jobs,
-        busy_node_ips=rc.busy_node_ips(nodes, jobs, actor_nodes), ready=ready, missing=missing,
-        ray_version=ray.__version__)
+    module.exit_json(changed=False, **extra, **listed, nodes=nodes, node_lines=rc.describe_nodes(nodes), ready=ready,
+                     missing=missing, ray_version=ray.__version__)
 
 
 if __name__ == "__main__":

@@ -227,3 +227,9 @@ def test_an_index_that_is_a_symlink_is_not_followed(cluster, tmp_path, capsys):
     (tmp_path / "jobs" / ".open").symlink_to(elsewhere / ".open")
     code, out = run(capsys, dashboard_url=URL, shared_root=str(tmp_path))
     assert code == 0 and out["open_records"] is None
+
+
+def test_without_the_jobs_the_job_client_is_never_asked(cluster, capsys):
+    code, out = run(capsys, dashboard_url=URL, expected_workers=EXPECTED, list_jobs=False)
+    assert code == 0 and "jobs" not in out and "busy_node_ips" not in out and out["missing"]
+    assert not [c for c in cluster["calls"] if c[0] == "job_client"]
