@@ -119,6 +119,7 @@ prometheus_targets:
   type: dict
 """
 
+import http.client
 import json
 import time
 import urllib.request
@@ -162,7 +163,7 @@ def prometheus_targets(url, timeout=5.0):
         if len(body) > TARGETS_MAX_BYTES:
             return None
         found = json.loads(body)
-    except (OSError, ValueError):
+    except (OSError, ValueError, http.client.HTTPException):
         return None
     return found if isinstance(found, dict) else None
 
@@ -198,7 +199,10 @@ def main():
                          ready=False, missing=["cluster unreachable"], nodes=[], node_lines=[])
     extra = {"prometheus_targets": prometheus_targets(p["prometheus_url"])} if p["prometheus_url"] and ready else {}
     if p["shared_root"]:
-        extra["open_records"] = open_index.listed(conventions.paths(p["shared_root"])["jobs"])
+        try:
+            extra["open_records"] = open_index.listed(conventions.paths(p["shared_root"])["jobs"])
+        except OSError:  # an index it cannot read is not complete: the reconcile then reads every record
+            extra["open_records"] = None
     module.exit_json(changed=False, **extra, **listed, nodes=nodes, node_lines=rc.describe_nodes(nodes), ready=ready,
                      missing=missing, ray_version=ray.__version__)
 

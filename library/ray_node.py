@@ -117,6 +117,13 @@ options:
     description: Replace a Ray this project did not start (and remove its session directories).
     type: bool
     default: false
+  plan:
+    description:
+      - Only say what Ray would do (RV(action)), changing nothing of Ray or its token, as check mode does; the shared
+        root (O(shared_root)) is still settled for real. up.yml looks at every worker this way first, then starts in
+        waves only the ones that must.
+    type: bool
+    default: false
   store:
     description:
       - The GCS store (Redis) the head keeps its tables in, checked before anything else with O(redis_password), as the
@@ -310,6 +317,7 @@ def main():
             "force": {"type": "bool", "default": False},
             "restart": {"type": "bool", "default": False},
             "cleanup_legacy": {"type": "bool", "default": False},
+            "plan": {"type": "bool", "default": False},
             "store": {"type": "dict", "options": {"host": {"type": "str", "required": True},
                                                   "port": {"type": "int", "default": 6379},
                                                   "namespace": {"type": "str", "required": True}}},

@@ -142,7 +142,7 @@ def main():
         module.fail_json(msg=str(exc), reachable=False)
     problem = persistence_problem(p["host"], p["port"], result)
     if p["require_persistence"] and problem:
-        module.fail_json(msg=problem, **result)
+        module.fail_json(msg=f"{problem}; require_persistence=false only reports it", **result)
     module.exit_json(changed=False, **result)
 
 

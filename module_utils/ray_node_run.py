@@ -100,7 +100,7 @@ def run(module):
             module.exit_json(changed=False, action="none", reason="Ray is not running", changes=[],
                              ray_version="", killed_driver_pids=[])
         killed, cleared = [], None
-        if not module.check_mode:
+        if not (module.check_mode or p["plan"]):
             killed = stop(module, ray_bin, env, remove_sessions=False)
             if os.path.exists(p["state_file"]):
                 os.unlink(p["state_file"])
@@ -113,7 +113,9 @@ def run(module):
     except ValueError as exc:
         module.fail_json(msg=str(exc))
     version = ray_version(module, python, p["ray_version"])
-    token_changed = bool(p["token"]) and ctl.keep_token(p["token"], p["token_path"], module.check_mode)
+    # Ray's part only looks in check mode and when asked to plan (the shared root above is settled either way).
+    dry = module.check_mode or p["plan"]
+    token_changed = bool(p["token"]) and ctl.keep_token(p["token"], p["token_path"], dry)
     try:
         argv = ctl.start_command(
             ray_bin, p["role"], p["node_ip"], p["gcs_port"], head_ip=p["head_ip"],
@@ -162,7 +164,7 @@ def run(module):
                              busy_jobs=busy, **dict(result, action="refuse_busy"))
     if action == "refuse_legacy":
         module.fail_json(msg=f"{reason}; set ray_cleanup_legacy=true to stop it and start ours", **result)
-    if module.check_mode:
+    if dry:
         module.exit_json(changed=True, **result)
 
     result["killed_driver_pids"] = []

@@ -46,7 +46,7 @@ def run(module, p):
     """{changed, mounted, mark, actions} of the shared root on this node, or the module fails in one line.
 
     `p` holds the OPTIONS' values; `mark`, when given and not empty, is the storage another node sees: a node that
-    sees other storage fails, naming itself, before anything else runs on it.
+    sees other storage fails, naming itself, before its caller goes on (ray_node then never starts Ray there).
     """
     p = dict(p, node_name=p.get("node_name") or os.uname().nodename)
     try:

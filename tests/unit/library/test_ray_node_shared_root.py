@@ -95,3 +95,22 @@ def test_check_mode_with_nothing_mounted_and_mode_none_still_fails(mounts, worke
 def test_not_with_state_stopped(mounts, worker, capsys):
     code, out = run(capsys, {**worker, "state": "stopped"})
     assert code == 1 and "shared_root" in out["msg"] and started(mounts) == []
+
+
+def test_a_plan_settles_the_shared_root_for_real_and_only_says_what_ray_would_do(mounts, worker, capsys):
+    code, out = run(capsys, {**worker, "plan": True})
+    assert code == 0 and out["changed"] is True and out["action"] == "start"
+    assert started(mounts) == [] and mounts.mounted  # mounted, Ray left alone
+    assert out["shared_root"]["actions"][0].startswith("mount ")
+    assert not os.path.exists(worker["state_file"])
+
+
+def test_a_plan_that_fails_on_rays_side_still_leaves_the_shared_root_mounted(mounts, worker, capsys):
+    mounts.version = (0, "2.59.0\n", "")
+    code, out = run(capsys, {**worker, "plan": True, "ray_version": "2.60.0"})
+    assert code == 1 and "2.59.0" in out["msg"] and mounts.mounted and started(mounts) == []
+
+
+def test_a_plan_in_check_mode_mounts_nothing(mounts, worker, capsys):
+    code, out = run(capsys, {**worker, "plan": True, "_ansible_check_mode": True})
+    assert code == 0 and out["changed"] is True and not mounts.mounted and started(mounts) == []
