@@ -265,7 +265,12 @@ class Batch:
             self.child = self.spawn(argv, cwd=str(self.plan.repo), env=env)
             if self.ending:
                 self.interrupt()
-            return self.child.wait()
+            rc = self.child.wait()
+            if rc is not None and -rc in STOP_SIGNALS and not self.ending:
+                # Slurm signals every process of the job, in no set order: the playbook may end by the signal before
+                # this process's own handler has run. Its end by a stop signal is Slurm asking us to end.
+                self.ending = signal.Signals(-rc).name
+            return rc
         finally:
             self.child, self.interruptible = None, False
 

@@ -337,3 +337,21 @@ def test_the_labs_slurm_conf_names_every_worker_and_the_head_as_controller():
     assert "slurmctld -f" in lab_slurm.host_script(hosts[0]) and "slurmd" not in lab_slurm.host_script(hosts[0])
     assert "slurmd -f" in lab_slurm.host_script(hosts[1]) and "-N lab-worker1" in lab_slurm.host_script(hosts[1])
     assert 1000 <= lab_slurm.first_job_id(1.8e9) < 67043328
+
+
+@pytest.mark.parametrize("name", ["submit.yml", "up.yml"])
+def test_a_playbook_ended_by_slurms_signal_before_our_handler_ran_is_slurm_ending_the_job(name):
+    # scancel signals every process of the job in no set order: here the playbook dies of SIGTERM first.
+    b, runs, said = batch(rcs={name: -signal.SIGTERM})
+    assert b.run() == slurm_batch.EXIT_ENDED_BY_SLURM
+    if name == "submit.yml":
+        assert names(runs) == ["up.yml", "submit.yml", "job.yml stop", "down.yml"]
+        assert said[-1].startswith("ended by Slurm (SIGTERM): slurm-") and "SLURM_ALLOCATION_ENDING" in said[-1]
+    else:
+        assert names(runs) == ["up.yml", "down.yml"] and said[-1] == "ended by Slurm (SIGTERM): nothing was submitted"
+
+
+def test_a_playbook_that_fails_on_its_own_is_not_slurm_ending_the_job():
+    b, runs, said = batch(rcs={"submit.yml": 2})
+    assert b.run() == 1 and names(runs) == ["up.yml", "submit.yml", "down.yml"]
+    assert said[-1] == f"slurm-{JOB}-smoke: did not succeed (rc=2)"
