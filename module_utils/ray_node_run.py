@@ -77,6 +77,8 @@ def run(module):
     """Do what the module's parameters ask on this node; ends the module (exit_json or fail_json)."""
     p = module.params
     python = p["python"]
+    # Ray's part only looks in check mode and when asked to plan (the shared root below is settled either way).
+    dry = module.check_mode or p["plan"]
     # The shared root first: Ray never starts on a node whose jobs would write to its local disk.
     if p["state"] == "stopped" and (p["shared_root"] or p["store"]):
         module.fail_json(msg="ray_node: shared_root and store are for state=started only")
@@ -100,7 +102,7 @@ def run(module):
             module.exit_json(changed=False, action="none", reason="Ray is not running", changes=[],
                              ray_version="", killed_driver_pids=[])
         killed, cleared = [], None
-        if not (module.check_mode or p["plan"]):
+        if not dry:
             killed = stop(module, ray_bin, env, remove_sessions=False)
             if os.path.exists(p["state_file"]):
                 os.unlink(p["state_file"])
@@ -113,8 +115,6 @@ def run(module):
     except ValueError as exc:
         module.fail_json(msg=str(exc))
     version = ray_version(module, python, p["ray_version"])
-    # Ray's part only looks in check mode and when asked to plan (the shared root above is settled either way).
-    dry = module.check_mode or p["plan"]
     token_changed = bool(p["token"]) and ctl.keep_token(p["token"], p["token_path"], dry)
     try:
         argv = ctl.start_command(
