@@ -43,7 +43,8 @@ options:
   prometheus_url:
     description:
       - Also ask the Prometheus there for its active targets (RV(prometheus_targets)), from this node, once the
-        workers are ready, so that up.yml checks that Prometheus reads the head without a call of its own.
+        workers are ready, so that up.yml checks that Prometheus reads the head without a call of its own. Only an
+        http or https URL is asked; any other gives null.
     type: str
   python:
     description: (action) Python with Ray on the head that runs the module; default C(ray_python).
@@ -157,6 +158,8 @@ TARGETS_MAX_BYTES = 16 * 1024 * 1024
 
 def prometheus_targets(url, timeout=5.0):
     """Prometheus's active targets (its JSON answer), or None when it does not answer with JSON."""
+    if not str(url).lower().startswith(("http://", "https://")):
+        return None  # a site value of any shape: never a file or FTP read on the head
     try:
         with urllib.request.urlopen(f"{url.rstrip('/')}/api/v1/targets?state=active", timeout=timeout) as answer:
             body = answer.read(TARGETS_MAX_BYTES + 1)

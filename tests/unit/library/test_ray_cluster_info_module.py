@@ -233,3 +233,12 @@ def test_without_the_jobs_the_job_client_is_never_asked(cluster, capsys):
     code, out = run(capsys, dashboard_url=URL, expected_workers=EXPECTED, list_jobs=False)
     assert code == 0 and "jobs" not in out and "busy_node_ips" not in out and out["missing"]
     assert not [c for c in cluster["calls"] if c[0] == "job_client"]
+
+
+@pytest.mark.parametrize("url", ["file:///etc/passwd", "ftp://127.0.0.1/x", "/api", ""])
+def test_a_prometheus_url_that_is_not_http_is_never_opened(cluster, tmp_path, capsys, url):
+    secret = tmp_path / "api" / "v1" / "targets?state=active"
+    secret.parent.mkdir(parents=True)
+    secret.write_text('{"status": "success"}')
+    code, out = run(capsys, dashboard_url=URL, prometheus_url=url.replace("/etc/passwd", str(tmp_path)) or "x")
+    assert code == 0 and out["prometheus_targets"] is None
