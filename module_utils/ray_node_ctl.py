@@ -133,7 +133,9 @@ def keep_token(token, path, check_mode=False):
     except FileNotFoundError:
         pass
     if not check_mode:
-        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        # The file's 0600 keeps the token; its folder (/etc/ray-verl) stays 0755, since the head's services keep
+        # their own configuration beside it and run as their own users (Prometheus).
+        os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
         tmp = f"{path}.tmp-{os.getpid()}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
