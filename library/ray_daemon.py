@@ -176,6 +176,14 @@ installed:
   description: The package installed because O(requires) was missing (or would be, in check mode); null otherwise.
   returned: always
   type: str
+opened:
+  description:
+    - Parent folders of O(directories) and O(files) that O(user) could not enter, given search permission for others
+      (or that would be, in check mode). Only root-owned folders outside the system's own (V(/etc), V(/var/lib), ...)
+      are opened; any other that keeps O(user) out fails the call, naming it.
+  returned: always
+  type: list
+  elements: str
 """
 
 from ansible.module_utils import daemon_ctl

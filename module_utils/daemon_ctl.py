@@ -7,15 +7,13 @@ One call instead of a dozen tasks: an idempotent up.yml made one module call per
 Nothing here follows a symbolic link as root: a directory or file of the daemon's that is a link is refused.
 """
 
-import grp
 import json
 import os
-import pwd
 import re
 import socket
-import stat
-import tempfile
 import time
+
+from ansible.module_utils.daemon_files import DaemonError, directory, lstat, makedirs, open_parents, place
 
 SYSTEMD_DIR = "/run/systemd/system"
 UNIT_DIR = "/etc/systemd/system"
@@ -28,10 +26,6 @@ PACKAGE = re.compile(r"[a-z0-9][a-z0-9+.-]{1,63}")
 MODE = re.compile(r"0[0-7]{3}")
 STOP_RETRY = "TERM/30/KILL/5"
 LOG_TAIL_LINES = 3
-
-
-class DaemonError(Exception):
-    """One line naming the daemon, file or setting at fault (never a file's content)."""
 
 
 def check_settings(p):
@@ -66,100 +60,6 @@ def names(p):
             "state_file": os.path.join(p["run_dir"], p["name"] + ".cmd"),
             "unit_file": os.path.join(UNIT_DIR, p["name"] + ".service"),
             "process": os.path.basename(p["argv"][0])[:15] if p["argv"] else ""}
-
-
-def ids(user, group=None):
-    try:
-        uid = pwd.getpwnam(user).pw_uid
-    except KeyError:
-        raise DaemonError(f"user {user} does not exist on this host") from None
-    try:
-        gid = grp.getgrnam(group).gr_gid if group else pwd.getpwnam(user).pw_gid
-    except KeyError:
-        raise DaemonError(f"group {group} does not exist on this host") from None
-    return uid, gid
-
-
-def _lstat(path):
-    try:
-        found = os.lstat(path)
-    except FileNotFoundError:
-        return None
-    if stat.S_ISLNK(found.st_mode):
-        raise DaemonError(f"{path} is a symbolic link: refused (the daemon's files are never followed through one)")
-    return found
-
-
-def makedirs(path):
-    """Make path and its missing parents, each 0755 whatever the umask (os.makedirs gives parents the umask's mode: a
-    0750 /etc/ray-verl would hide Prometheus's configuration from its user)."""
-    missing = []
-    while _lstat(path) is None:
-        missing.append(path)
-        path = os.path.dirname(path)
-    for folder in reversed(missing):
-        os.mkdir(folder, 0o755)
-        os.chmod(folder, 0o755)
-
-
-def directory(entry, check):
-    """Make or fix one directory ({path, owner, group, mode}); True when it changed (or would)."""
-    uid, gid = ids(entry["owner"], entry.get("group"))
-    mode = int(entry["mode"], 8)
-    found = _lstat(entry["path"])
-    if found is not None and not stat.S_ISDIR(found.st_mode):
-        raise DaemonError(f"{entry['path']} exists and is not a directory")
-    if found is not None and (found.st_uid, found.st_gid, stat.S_IMODE(found.st_mode)) == (uid, gid, mode):
-        return False
-    if not check:
-        if found is None:
-            makedirs(entry["path"])
-        os.chown(entry["path"], uid, gid, follow_symlinks=False)
-        os.chmod(entry["path"], mode)
-    return True
-
-
-def file_differs(entry, uid, gid, mode):
-    found = _lstat(entry["path"])
-    if found is None:
-        return True
-    if not stat.S_ISREG(found.st_mode):
-        raise DaemonError(f"{entry['path']} exists and is not a regular file")
-    if (found.st_uid, found.st_gid, stat.S_IMODE(found.st_mode)) != (uid, gid, mode):
-        return True
-    with open(entry["path"], "rb") as handle:
-        return handle.read() != entry["content"].encode()
-
-
-def place(entry, check, run):
-    """Write one file ({path, content, mode, owner, group, validate}) when it differs: a new file beside it, checked by
-    its validate command (the word %s is its path) before it replaces the one in use. True when it changed."""
-    uid, gid = ids(entry["owner"], entry.get("group"))
-    mode = int(entry["mode"], 8)
-    if not file_differs(entry, uid, gid, mode):
-        return False
-    if check:
-        return True
-    folder = os.path.dirname(entry["path"])
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(entry["path"]) + ".")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(entry["content"].encode())
-            os.fchown(handle.fileno(), uid, gid)
-            os.fchmod(handle.fileno(), mode)
-        if entry.get("validate"):
-            argv = [word.replace("%s", tmp) for word in entry["validate"]]
-            rc, out, err = run(argv)
-            if rc != 0:
-                said = (err or out).strip().splitlines()
-                raise DaemonError(f"{entry['path']}: {argv[0]} refused the new file, which was not put in place: "
-                                  f"{said[-1][:300] if said else 'exit ' + str(rc)}")
-        os.replace(tmp, entry["path"])
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return True
 
 
 def unit(p):
@@ -205,7 +105,7 @@ def log_tail(p, systemd, run):
                          "-o", "cat"])
         return out.splitlines()[-LOG_TAIL_LINES:]
     try:
-        if _lstat(p["log"]) is None:
+        if lstat(p["log"]) is None:
             return []
         with open(p["log"], "rb") as handle:
             handle.seek(max(0, os.fstat(handle.fileno()).st_size - 4096))
@@ -222,7 +122,7 @@ class Plain:
         self.p, self.run, self.check, self.n = p, run, check, names(p)
 
     def running(self):
-        if _lstat(self.n["pidfile"]) is None:
+        if lstat(self.n["pidfile"]) is None:
             return False
         rc, _, _ = self.run(["start-stop-daemon", "--status", "--pidfile", self.n["pidfile"], "--name", self.n["process"]])
         return rc == 0
@@ -256,8 +156,8 @@ class Plain:
             self.stop()
         # start-stop-daemon opens its output as root, following a link: refused here; a missing folder would make
         # the daemon die unseen.
-        _lstat(self.p["log"])
-        if _lstat(os.path.dirname(self.p["log"])) is None:
+        lstat(self.p["log"])
+        if lstat(os.path.dirname(self.p["log"])) is None:
             makedirs(os.path.dirname(self.p["log"]))
         user = self.p["user"] + (":" + self.p["group"] if self.p.get("group") else "")
         rc, out, err = self.run(["start-stop-daemon", "--start", "--background", "--make-pidfile",
@@ -326,7 +226,7 @@ class Systemd:
 
     def halt(self):
         # A unit crash-looping (activating, between restarts) or still starting is stopped too.
-        if _lstat(self.n["unit_file"]) is None or self.ctl("is-active", self.p["name"] + ".service")[1] in (
+        if lstat(self.n["unit_file"]) is None or self.ctl("is-active", self.p["name"] + ".service")[1] in (
                 "inactive", "failed", "unknown", ""):
             return False
         if not self.check:
@@ -356,7 +256,7 @@ def converge(p, run, check, systemd=None):
     check_settings(p)
     systemd = os.path.isdir(SYSTEMD_DIR) if systemd is None else systemd
     manager = (Systemd if systemd else Plain)(p, run, check)
-    result = {"changed": False, "action": None, "written": [], "systemd": systemd, "installed": None}
+    result = {"changed": False, "action": None, "written": [], "systemd": systemd, "installed": None, "opened": []}
     if p["state"] == "stopped":
         result["changed"] = manager.halt()
         result["action"] = "stopped" if result["changed"] else None
@@ -370,10 +270,12 @@ def converge(p, run, check, systemd=None):
     changed = False
     for entry in p["directories"]:
         changed = directory(entry, check) or changed
+    # However its parents were made before (a 0700 /etc/ray-verl), the daemon's user must reach its files.
+    result["opened"] = open_parents([entry["path"] for entry in p["directories"] + p["files"]], p["user"], check)
     # A restart is owed from the moment a file, the unit or the command is rewritten until the daemon has (re)started:
     # a run that stops in between (a failed systemctl, a killed ansible) leaves the mark, and the next run restarts.
     marker = os.path.join(p["run_dir"], p["name"] + ".pending")
-    owed = _lstat(marker) is not None
+    owed = lstat(marker) is not None
     differs = [entry for entry in p["files"] if place(entry, True, run)]
     if (differs or manager.rewrites() or p["restart"]) and not check and not owed:
         directory({"path": p["run_dir"], "owner": "root", "group": "root", "mode": "0700"}, check)
@@ -387,7 +289,8 @@ def converge(p, run, check, systemd=None):
         result["written"].append(entry["path"])
     action = manager.converge(p["restart"] or owed or bool(differs))
     result["action"] = action if action in ("started", "restarted") else None
-    result["changed"] = changed or bool(result["written"] or result["installed"]) or action is not None
+    result["changed"] = changed or bool(result["written"] or result["installed"] or result["opened"]) \
+        or action is not None
     if p["listen"] and not check:
         wait_listening(p, systemd, run, log_tail)
     if owed and not check:

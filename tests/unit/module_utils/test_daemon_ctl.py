@@ -5,11 +5,15 @@ test_doctor and every up.yml of the integration suite)."""
 
 import json
 import os
+import pathlib
+import shutil
 import socket
+import subprocess
+import tempfile
 
 import pytest
 
-from ansible.module_utils import daemon_ctl  # isort: skip
+from ansible.module_utils import daemon_ctl, daemon_files  # isort: skip
 
 
 class Host:
@@ -87,7 +91,7 @@ def test_a_first_call_lays_out_and_starts_and_a_second_changes_nothing(tmp_path)
     assert sorted(os.listdir(tmp_path / "data")) == ["demo.conf"]
 
     again = daemon_ctl.converge(params(tmp_path), host, check=False, systemd=False)
-    assert again == {"changed": False, "action": None, "written": [], "systemd": False, "installed": None}
+    assert again == {"changed": False, "action": None, "written": [], "systemd": False, "installed": None, "opened": []}
     assert len(host.did("start-stop-daemon", "--start")) == 1
 
 
@@ -331,3 +335,50 @@ def test_an_unquoted_yaml_mode_is_refused():
     p["files"][0]["mode"] = "416"  # what mode: 0640 without quotes becomes
     with pytest.raises(daemon_ctl.DaemonError, match="must be octal with its leading 0"):
         daemon_ctl.converge(p, Host(), check=True, systemd=False)
+
+
+@pytest.fixture
+def open_base():
+    """A folder every user can enter (pytest's own tmp_path lies under a 0700 folder of root's)."""
+    base = tempfile.mkdtemp(prefix="daemon-open-", dir="/tmp")
+    os.chmod(base, 0o755)
+    yield base
+    shutil.rmtree(base)
+
+
+def daemon_files_under(base, user):
+    config = os.path.join(base, "etc-ray-verl", "prometheus")
+    return params(pathlib.Path(base), user=user, directories=[{"path": config, "owner": "root", "group": "",
+                                                               "mode": "0755"}],
+                  files=[{"path": os.path.join(config, "prometheus.yml"), "content": "port 1\n", "owner": "root",
+                          "group": "", "mode": "0644", "validate": []}])
+
+
+def test_a_0700_parent_made_before_is_opened_for_the_daemons_user_and_check_mode_only_says_so(open_base):
+    token_dir = os.path.join(open_base, "etc-ray-verl")
+    os.mkdir(token_dir, 0o700)  # as the head's first token write once made /etc/ray-verl
+    p = daemon_files_under(open_base, "nobody")
+    assert daemon_ctl.converge(p, Host(), check=True, systemd=False)["opened"] == [token_dir]
+    assert os.stat(token_dir).st_mode & 0o777 == 0o700
+    result = daemon_ctl.converge(p, Host(), check=False, systemd=False)
+    assert result["changed"] and result["opened"] == [token_dir]
+    assert os.stat(token_dir).st_mode & 0o777 == 0o701  # search only: the folder's listing stays root's
+    read = subprocess.run(["cat", p["files"][0]["path"]], user="nobody", group="nogroup", extra_groups=[],
+                          capture_output=True, text=True, check=False)
+    assert read.returncode == 0 and read.stdout == "port 1\n"
+    assert daemon_ctl.converge(p, Host(), check=False, systemd=False)["opened"] == []
+
+
+def test_a_parent_another_user_owns_or_a_system_folder_is_named_never_opened(open_base, monkeypatch):
+    theirs = os.path.join(open_base, "etc-ray-verl")
+    os.mkdir(theirs, 0o700)
+    os.chown(theirs, 65534, 65534)
+    with pytest.raises(daemon_ctl.DaemonError, match=rf"user redis cannot enter {theirs} \(mode 0700, owner uid "
+                                                     r"65534\).*chmod o\+x"):
+        daemon_ctl.converge(daemon_files_under(open_base, "redis"), Host(), check=False, systemd=False)
+    assert os.stat(theirs).st_mode & 0o777 == 0o700
+    os.chown(theirs, 0, 0)
+    monkeypatch.setattr(daemon_files, "SYSTEM_DIRS", frozenset({theirs}))
+    with pytest.raises(daemon_ctl.DaemonError, match="user nobody cannot enter"):
+        daemon_ctl.converge(daemon_files_under(open_base, "nobody"), Host(), check=False, systemd=False)
+    assert os.stat(theirs).st_mode & 0o777 == 0o700
