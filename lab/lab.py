@@ -89,13 +89,14 @@ from lab_facts import (  # isort: skip
     LabError,
     host_index,
     log,
+    warn,
     make_host,
     plan_hosts,
     run,
     ssh_key,
 )
 from lab_files import load_state, lock_lab, render_inventory, save_state, write_if_changed  # isort: skip
-from lab_host import SSHD, classify, pid_is_ours, plan_up, probe, start_host, stop_host  # isort: skip
+from lab_host import SSHD, classify, machine_leftovers, pid_is_ours, plan_up, probe, start_host, stop_host  # isort: skip
 from lab_net import (  # isort: skip
     bridge_master,
     ensure_bridge,
@@ -118,6 +119,7 @@ __all__ = [
     "host_index",
     "load_state",
     "log",
+    "machine_leftovers",
     "main",
     "one_line",
     "plan_hosts",
@@ -258,6 +260,9 @@ def cmd_down() -> int:
     if LAB_DIR.exists():
         shutil.rmtree(LAB_DIR)
     INVENTORY_FILE.unlink(missing_ok=True)
+    for path in machine_leftovers():
+        # The lab's hosts write in their own layers, never here: this came from elsewhere (an older lab, a site).
+        warn(f"{path} is on this machine itself, not in a lab host's layers: not the lab's, left alone")
     if targets or leftovers or did_bridge or did_files:
         log(f"lab down in {time.monotonic() - t0:.1f}s")
     else:

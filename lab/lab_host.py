@@ -1,7 +1,8 @@
 """Each lab host's life: its sshd as init of its own PID namespace, and how `up` starts, keeps and stops it.
 
 A host runs as ``ip netns exec NS unshare --pid --fork --kill-child ... sh -c SCRIPT``: the script
-(``namespace_script``) names the host, mounts its private /tmp, /run and /dev/shm and execs sshd.
+(``namespace_script``) names the host, mounts its private /tmp, /run and /dev/shm and its overlays of /etc and
+/var (``overlays``), and execs sshd.
 The recorded ``unshare`` PID and its kernel start time identify the host's process (``pid_is_ours``),
 so only that process is ever signalled. ``probe`` gathers what exists of a host, ``classify`` and
 ``plan_up`` decide what `up` does with each (keep, create, recreate, remove), ``start_host`` and
@@ -14,6 +15,7 @@ import dataclasses
 import os
 import shlex
 import signal
+import stat
 import subprocess
 import time
 from collections.abc import Callable
@@ -27,6 +29,19 @@ SSHD = "/usr/sbin/sshd"
 SFTP_SERVER = "/usr/lib/openssh/sftp-server"
 KILL_TIMEOUT = 5.0
 PRIVATE_MOUNTS = (("/tmp", "mode=1777"), ("/run", "mode=0755"), ("/dev/shm", "mode=1777"))
+# /etc and /var of each host are overlays of the machine's, written under .lab/hosts/<name>/: what the playbooks write
+# there (/etc/ray-verl, /var/lib/ray-verl-*) is the host's own, like a real node's disk, and make lab-down takes it
+# away with .lab. What an earlier run left on the machine itself under the project's names is hidden (a whiteout)
+# from a new host, so every lab starts as fresh machines (a green CI once hid a 0700 /etc/ray-verl).
+OVERLAID = {"/etc": ("ray-verl",), "/var": ("lib/ray-verl-*",)}
+# What the playbooks write on a node outside the shared root (token, services' files and data, state, units): none of
+# it may be on the machine itself after make lab-down (its tests check).
+MACHINE_STATE = ("etc/ray-verl", "run/ray-verl", "var/lib/ray-verl-*", "etc/systemd/system/ray-verl-*")
+
+
+def machine_leftovers(root: Path = Path("/")) -> list[str]:
+    """The project's node paths that exist on the machine itself (outside every lab host's own layers)."""
+    return sorted(str(found) for pattern in MACHINE_STATE for found in root.glob(pattern))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,12 +170,40 @@ def render_sshd_config(host: Host, host_dir: Path, authorized_keys: Path) -> str
     ])
 
 
-def namespace_script(host: Host, config: Path, sshd_log: Path, repo_root: Path = REPO_ROOT) -> str:
+def overlays(host_dir: Path, repo_root: Path = REPO_ROOT) -> list[tuple[str, Path]]:
+    """The host's overlays (mount point, its folder under host_dir), made on first use with the project's machine
+    paths whited out. A mount point that holds the repository is left as it is (an overlay cannot sit above its own
+    upper folder)."""
+    made = []
+    for point, fresh in OVERLAID.items():
+        if str(repo_root).startswith(point + "/"):
+            warn(f"the repository is under {point}: the lab's hosts share the machine's {point}")
+            continue
+        layer = host_dir / "overlay" / point.strip("/")
+        if any(c in str(layer) for c in ",:\n"):
+            raise LabError(f"{layer}: an overlay's folder may not hold ',' or ':' (move the repository)")
+        if not layer.exists():
+            (layer / "work").mkdir(parents=True)
+            (layer / "upper").mkdir()
+            for pattern in fresh:
+                for found in Path(point).glob(pattern):
+                    hidden = layer / "upper" / found.relative_to(point)
+                    hidden.parent.mkdir(parents=True, exist_ok=True)
+                    os.mknod(hidden, stat.S_IFCHR, os.makedev(0, 0))  # overlayfs's whiteout
+        made.append((point, layer))
+    return made
+
+
+def namespace_script(host: Host, config: Path, sshd_log: Path, repo_root: Path = REPO_ROOT,
+                     layers: list[tuple[str, Path]] = ()) -> str:
     """Shell run as PID 1 of the host's namespaces before it becomes sshd."""
     q = shlex.quote
     repo = str(repo_root)
     hidden = any(repo.startswith(mp + "/") for mp, _ in PRIVATE_MOUNTS)
     steps = ["set -e", f"hostname {q(host.name)}"]
+    steps += [f"mount -t overlay lab-{point.strip('/')} -o "
+              f"{q(f'lowerdir={point},upperdir={layer}/upper,workdir={layer}/work')} {q(point)}"
+              for point, layer in layers]
     if hidden:
         # The repository (keys, sshd config, venvs) lies under a folder that gets a fresh
         # tmpfs below: hold it open and bind it back at the same path afterwards.
@@ -240,7 +283,7 @@ def start_host(host: Host, authorized_keys: Path) -> None:
     # The child keeps its own copy of the log fd; ours is closed right away.
     with open(host_dir / "console.log", "ab") as console:
         proc = subprocess.Popen(
-            host_argv(host, namespace_script(host, config, host_dir / "sshd.log")),
+            host_argv(host, namespace_script(host, config, host_dir / "sshd.log", layers=overlays(host_dir))),
             stdin=subprocess.DEVNULL, stdout=console, stderr=console,
             start_new_session=True,  # Ctrl-C on lab.py must not kill the hosts
         )  # fmt: skip

@@ -103,6 +103,8 @@ def lab():
     if os.environ.get("KEEP_LAB") != "1":
         playbook("down.yml")
         subprocess.run([sys.executable, os.path.join(ROOT, "lab", "lab.py"), "down"], check=False, timeout=120)
+        # The next lab (CI's included) must start as a fresh machine: nothing of the nodes' state on this one.
+        assert lab.machine_leftovers() == [], "make lab-down left node state on the machine"
 
 
 @pytest.fixture

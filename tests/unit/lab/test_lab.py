@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 from pathlib import Path
 
 import lab_facts
@@ -427,3 +428,35 @@ def test_repo_under_a_private_mount_is_bound_back(tmp_path):
     assert inside.index("lab-tmp /tmp") < inside.index("--bind /proc/self/fd/3")
     outside = lab_host.namespace_script(host, tmp_path / "c", tmp_path / "l", repo_root=Path("/work/repo"))
     assert "fd/3" not in outside and "lab-tmp /tmp" in outside
+
+
+def test_overlays_hide_what_an_earlier_run_left_on_the_machine_and_mount_before_the_tmpfs(tmp_path, monkeypatch):
+    machine_etc = tmp_path / "machine" / "etc"
+    (machine_etc / "ray-verl").mkdir(parents=True)
+    (machine_etc / "hostname").write_text("box\n")
+    monkeypatch.setattr(lab_host, "OVERLAID", {str(machine_etc): ("ray-verl",)})
+    host_dir = tmp_path / "hosts" / "lab-head"
+    [(point, layer)] = lab_host.overlays(host_dir, repo_root=Path("/work/repo"))
+    whiteout = os.lstat(layer / "upper" / "ray-verl")
+    assert point == str(machine_etc) and stat.S_ISCHR(whiteout.st_mode) and whiteout.st_rdev == os.makedev(0, 0)
+    assert not (layer / "upper" / "hostname").exists() and (layer / "work").is_dir()
+    # A host's layer is its disk: a restart keeps what it wrote, and nothing is whited out again.
+    (layer / "upper" / "ray-verl").unlink()
+    assert lab_host.overlays(host_dir, repo_root=Path("/work/repo")) == [(point, layer)]
+    assert not (layer / "upper" / "ray-verl").exists()
+    # The repository under an overlaid folder: that folder stays the machine's.
+    assert lab_host.overlays(tmp_path / "other", repo_root=machine_etc / "repo") == []
+    host = lab_facts.make_host(1)
+    script = lab_host.namespace_script(host, tmp_path / "c", tmp_path / "l", repo_root=Path("/tmp/ci/repo"),
+                                       layers=[(point, layer)])
+    mount = f"mount -t overlay lab-{point.strip('/')} -o lowerdir={point},upperdir={layer}/upper,workdir={layer}/work "
+    assert mount in script and script.index(mount) < script.index("lab-tmp /tmp")
+
+
+def test_machine_leftovers_names_the_projects_node_paths_only(tmp_path):
+    for path in ("etc/ray-verl", "var/lib/ray-verl-prometheus", "var/lib/redis", "etc/systemd/system/ray-verl-x.service",
+                 "etc/systemd/system/ssh.service", "run/ray-verl"):
+        (tmp_path / path).mkdir(parents=True)
+    assert lab_host.machine_leftovers(tmp_path) == [
+        str(tmp_path / p) for p in ("etc/ray-verl", "etc/systemd/system/ray-verl-x.service", "run/ray-verl",
+                                    "var/lib/ray-verl-prometheus")]
