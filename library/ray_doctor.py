@@ -86,7 +86,7 @@ import secrets
 import shutil
 import time
 
-from ansible.module_utils import code_snapshot, conventions, doctor
+from ansible.module_utils import code_snapshot, conventions, doctor, node_probe
 from ansible.module_utils import ray_node_ctl as ctl
 from ansible.module_utils.basic import AnsibleModule
 
@@ -124,7 +124,7 @@ def facts(module, p):
         with open(os.path.join(folder, p["node_name"]), "w", encoding="utf-8") as handle:
             handle.write(probe)
     return {"python": versions["python"], "packages": versions["packages"], "snapshots": snapshots,
-            "gpus_present": gpus, "iface": ctl.interface_to(module.run_command, p["head_ip"]),
+            "gpus_present": gpus, "iface": node_probe.interface_to(module.run_command, p["head_ip"]),
             "node_ip": p["node_ip"],
             "raylet_env": {k: v for k, v in (env or {}).items() if k in doctor.RAYLET_VARS} if env else None,
             "free_gb": usage.f_bavail * usage.f_frsize / 2**30, "clock": time.time(),

@@ -55,8 +55,13 @@ options:
     type: int
   num_gpus:
     description:
-      - GPUs a worker offers, a whole number, or V(auto) to count them with C(nvidia-smi) (0 where it is missing or
-        fails).
+      - GPUs a worker offers, a whole number taken as given (V(0) for a CPU worker), or V(auto) for a GPU worker whose
+        GPUs are counted here - with C(nvidia-smi) on the PATH or in a driver's usual folder
+        (NVIDIA_SMI_DIRS in C(module_utils/node_probe.py), C(/usr/local/nvidia/bin) among them), else through NVML
+        (C(libnvidia-ml.so.1)).
+      - With V(auto) the module fails, naming the node and the fix, when no GPU is found or the driver fails
+        (C(nvidia-smi) exits non-zero), since a worker that joined with 0 GPUs would pass the readiness gate and leave
+        every GPU job waiting.
     type: str
     default: "0"
   resources:
@@ -224,7 +229,7 @@ reason:
   returned: always
   type: str
 num_gpus:
-  description: The GPUs the node offers (O(num_gpus), or what C(nvidia-smi) counted for V(auto)).
+  description: The GPUs the node offers (O(num_gpus), or what C(nvidia-smi) or NVML counted for V(auto)).
   returned: when O(state=started)
   type: int
 node_ip:

@@ -17,6 +17,7 @@ import signal
 import time
 
 # Only the files helpers: the record's module would bring the whole job model into every node check.
+from ansible.module_utils import node_probe
 from ansible.module_utils.jobs import files
 
 # A Ray job's driver carries this variable; the job supervisor sets it.
@@ -65,41 +66,13 @@ def shown_argv(argv):
             if a.startswith(REDIS_PASSWORD_ARG) else a for a in argv]
 
 
-def interface_to(run_command, ip):
-    """The interface this host reaches ip through; for its own address, the one holding it.
-
-    run_command(argv) -> (rc, stdout, stderr), e.g. AnsibleModule.run_command.
-    """
-    rc, out, _ = run_command(["ip", "route", "get", ip])
-    if rc == 0 and out.startswith("local"):
-        rc, out, _ = run_command(["ip", "-o", "addr", "show", "to", ip])
-        fields = out.split()
-        return fields[1] if rc == 0 and len(fields) > 1 else None
-    words = out.split()
-    return words[words.index("dev") + 1] if rc == 0 and "dev" in words[:-1] else None
-
-
 # NCCL and Gloo pick an interface on their own, often a wrong one (verl#967, verl#726): name it.
 SOCKET_VARS = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
 _IFNAME = re.compile(r"[A-Za-z0-9_.:@-]{1,15}")
 
 
-def gpu_count(run_command, wanted):
-    """The GPUs a node offers: a whole number as given, or for "auto" what nvidia-smi lists (0 where it is missing or
-    fails: a CPU node). ValueError, naming the option, for anything else."""
-    text = str(wanted).strip()
-    if text.isdigit() and len(text) <= 4:
-        return int(text)
-    if text != "auto":
-        raise ValueError("num_gpus must be a whole number or auto")
-    if not shutil.which("nvidia-smi"):
-        return 0
-    rc, out, _ = run_command(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"])
-    return len([line for line in out.splitlines() if line.strip()]) if rc == 0 else 0
-
-
 def socket_interface(run_command, ifname, target):
-    """The interface named by the socket_ifname setting: `auto` is the one that reaches target.
+    """The interface named by the socket_ifname setting: `auto` is the one that reaches target (node_probe).
 
     Raises ValueError, naming the setting, for a malformed name or when no interface reaches target.
     """
@@ -107,10 +80,10 @@ def socket_interface(run_command, ifname, target):
         raise ValueError(f"ray_node_socket_ifname: must be auto, empty or an interface name, got {ifname!r}")
     if ifname != "auto":
         return ifname
-    found = interface_to(run_command, target)
+    found = node_probe.interface_to(run_command, target)
     if not found:
-        raise ValueError(f"no interface reaches {target} from this node; "
-                         "set ray_node_socket_ifname to the interface's name")
+        raise ValueError(f"no interface reaches {target} from this node (no route, or the name does not resolve to "
+                         "an IPv4 address); set ray_node_socket_ifname to the interface's name")
     return found
 
 
@@ -120,7 +93,7 @@ def run_env(python, env):
     # `python` from the system and fail with "No module named 'ray'".
     merged = dict(os.environ)
     merged.update({k: str(v) for k, v in env.items()})
-    merged["PATH"] = os.path.dirname(python) + os.pathsep + merged.get("PATH", "/usr/bin:/bin")
+    merged["PATH"] = node_probe.ray_first_path(python, merged.get("PATH"))
     return merged
 
 

@@ -11,8 +11,8 @@ import os
 import sys
 import time
 
+from ansible.module_utils import node_probe, redis_store, shared_root_run
 from ansible.module_utils import ray_node_ctl as ctl
-from ansible.module_utils import redis_store, shared_root_run
 
 # How long a worker whose start timed out waits for the head's GCS to answer before it starts again.
 RETRY_WAIT_S = 120
@@ -111,9 +111,9 @@ def run(module):
                          killed_driver_pids=killed or drivers, store_cleared=cleared)
 
     try:
-        p["num_gpus"] = ctl.gpu_count(module.run_command, p["num_gpus"])
+        p["num_gpus"] = node_probe.gpu_count(module.run_command, p["num_gpus"])
     except ValueError as exc:
-        module.fail_json(msg=str(exc))
+        module.fail_json(msg=f"{p['node_ip']}: {exc}")
     version = ray_version(module, python, p["ray_version"])
     token_changed = bool(p["token"]) and ctl.keep_token(p["token"], p["token_path"], dry)
     try:

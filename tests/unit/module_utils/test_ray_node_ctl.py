@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import pytest
+from ansible.module_utils import node_probe
 from ansible.module_utils import ray_node_ctl as ctl
 
 
@@ -112,17 +113,6 @@ def test_kill_pids_ends_a_real_process_group():
     assert os.getpid()  # our own process is untouched
 
 
-def test_interface_to_the_head_and_to_the_own_address():
-    answers = {("ip", "route", "get", "10.0.0.10"): (0, "10.0.0.10 dev eth0 src 10.0.0.11 uid 0\n    cache\n", ""),
-               ("ip", "route", "get", "10.0.0.11"): (0, "local 10.0.0.11 dev lo src 10.0.0.11 uid 0\n", ""),
-               ("ip", "-o", "addr", "show", "to", "10.0.0.11"): (0, "2: ens5    inet 10.0.0.11/24 brd ...\n", ""),
-               ("ip", "route", "get", "10.9.9.9"): (2, "", "RTNETLINK answers: Network is unreachable")}
-    run = lambda argv: answers[tuple(argv)]
-    assert ctl.interface_to(run, "10.0.0.10") == "eth0"
-    assert ctl.interface_to(run, "10.0.0.11") == "ens5"
-    assert ctl.interface_to(run, "10.9.9.9") is None
-
-
 def test_process_environ_reads_a_processes_environment(tmp_path):
     (tmp_path / "42").mkdir()
     (tmp_path / "42" / "environ").write_bytes(b"A=1\0B=x=y\0junk\0")
@@ -136,9 +126,11 @@ def test_the_debugger_is_never_opened_on_every_interface():
                           extra_args=["--ray-debugger-external"])
 
 
-def test_socket_interface_is_a_name_or_the_one_that_reaches_the_target():
-    run = lambda argv: {("ip", "route", "get", "10.0.0.10"): (0, "10.0.0.10 dev eth0 src 10.0.0.11\n", "")}.get(
-        tuple(argv), (2, "", "RTNETLINK answers: Network is unreachable"))
+def test_socket_interface_is_a_name_or_the_one_that_reaches_the_target(monkeypatch):
+    monkeypatch.setattr(node_probe.shutil, "which", lambda name, path=None: f"/usr/sbin/{name}")
+    monkeypatch.setattr(node_probe, "source_address", lambda addr: (_ for _ in ()).throw(OSError("unreachable")))
+    run = lambda argv: {("/usr/sbin/ip", "route", "get", "10.0.0.10"): (0, "10.0.0.10 dev eth0 src 10.0.0.11\n", "")
+                        }.get(tuple(argv), (2, "", "RTNETLINK answers: Network is unreachable"))
     assert ctl.socket_interface(run, "ib0", "10.0.0.10") == "ib0"
     assert ctl.socket_interface(run, "auto", "10.0.0.10") == "eth0"
     with pytest.raises(ValueError, match="^no interface reaches 10.9.9.9 from this node"):
@@ -164,21 +156,3 @@ def test_run_env_puts_the_ray_venv_first_on_path():
 def test_a_failed_ray_stop_is_an_error_naming_it():
     with pytest.raises(RuntimeError, match="^ray stop failed: no permission$"):
         ctl.stop(lambda argv, environ_update=None: (1, "", "no permission\n"), "/opt/ray/bin/ray", {}, False)
-
-
-def test_gpu_count_takes_a_number_or_counts_with_nvidia_smi(monkeypatch):
-    calls = []
-
-    def run(argv):
-        calls.append(argv)
-        return 0, "0\n1\n2\n\n", ""
-
-    assert ctl.gpu_count(run, "4") == 4 and ctl.gpu_count(run, 0) == 0 and not calls
-    monkeypatch.setattr(ctl.shutil, "which", lambda name: None)
-    assert ctl.gpu_count(run, "auto") == 0 and not calls  # a CPU node: no nvidia-smi
-    monkeypatch.setattr(ctl.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
-    assert ctl.gpu_count(run, "auto") == 3 and calls == [["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"]]
-    assert ctl.gpu_count(lambda argv: (9, "", "NVIDIA-SMI has failed"), "auto") == 0  # no driver: none usable
-    for bad in ("-1", "1.5", "4; rm -rf /", "99999", "", "AUTO "):
-        with pytest.raises(ValueError, match="^num_gpus must be a whole number or auto$"):
-            ctl.gpu_count(run, bad)
