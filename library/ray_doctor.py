@@ -1,5 +1,5 @@
 #!/usr/bin/python
-"""Ansible module: one node's facts for doctor.yml (versions, snapshots, GPUs, shared root, clock, route)."""
+"""Ansible module: one node's facts for doctor.yml (versions, snapshots, GPUs, shared root, clock, route, py-spy)."""
 
 DOCUMENTATION = r"""
 ---
@@ -8,9 +8,13 @@ short_description: Gather what doctor.yml compares between the nodes of a Ray cl
 description:
   - With O(phase=facts), reads this node's facts without changing anything but a probe file on the
     shared root - Python and package versions as Ray's workers here import them (the raylet's own
-    environment), the digest of each verl code snapshot as this node sees it, the GPUs nvidia-smi
+    environment), the digest of each verl code snapshot as this node sees it, the GPUs the driver
     shows, free space on the shared root, the clock, the interface that routes to the head and the
-    raylet's NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME and GCS store settings (module_utils/doctor.py RAYLET_VARS).
+    raylet's NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME and GCS store settings (module_utils/doctor.py RAYLET_VARS),
+    and where Ray's dashboard agent finds py-spy.
+  - GPUs are counted as M(ray_node) counts them for C(num_gpus=auto) (nvidia-smi on the PATH or in a driver's
+    usual folder, else NVML; module_utils/node_probe.py), and the interface is found as it finds it (iproute2, or
+    the kernel's route without it).
   - With O(phase=read), reads every node's probe file, proving that each node sees what every other
     node wrote (not only that something is mounted).
 options:
@@ -73,6 +77,22 @@ snapshots:
   description: Content digest of each verl code snapshot, by code id.
   returned: phase=facts
   type: dict
+gpus_present:
+  description: The GPUs the driver lists here; null where there is no driver (no nvidia-smi, no NVML).
+  returned: phase=facts
+  type: int
+gpus_error:
+  description: Why the driver could not count them (the command and its first error line), else null.
+  returned: phase=facts
+  type: str
+iface:
+  description: The interface that reaches the head (null when none does).
+  returned: phase=facts
+  type: str
+py_spy:
+  description: Where Ray's processes find py-spy (the raylet's PATH, or the Ray Python's folder first), else null.
+  returned: phase=facts
+  type: str
 probes:
   description: Every probe file this node reads, by node name.
   returned: phase=read
@@ -83,7 +103,6 @@ import glob
 import json
 import os
 import secrets
-import shutil
 import time
 
 from ansible.module_utils import code_snapshot, conventions, doctor, node_probe
@@ -112,10 +131,12 @@ def facts(module, p):
     for path in sorted(glob.glob(os.path.join(verl_root, "*"))):
         if os.path.isdir(path) and not os.path.basename(path).startswith("."):
             snapshots[os.path.basename(path)] = code_snapshot.source_digest(path)[:16]
-    gpus = None
-    if shutil.which("nvidia-smi"):
-        rc, out, _ = module.run_command(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"])
-        gpus = len(out.split()) if rc == 0 else 0
+    # Counted as ray_node counts them for num_gpus auto; a failing driver is reported, not fatal here.
+    gpus, gpus_error = None, None
+    try:
+        gpus = node_probe.count_gpus(module.run_command)[0]
+    except node_probe.GpuDriverError as exc:
+        gpus_error = str(exc)
     usage = os.statvfs(p["shared_root"])
     probe = f"{p['node_name']} {secrets.token_hex(8)}"
     if not module.check_mode:
@@ -124,8 +145,9 @@ def facts(module, p):
         with open(os.path.join(folder, p["node_name"]), "w", encoding="utf-8") as handle:
             handle.write(probe)
     return {"python": versions["python"], "packages": versions["packages"], "snapshots": snapshots,
-            "gpus_present": gpus, "iface": node_probe.interface_to(module.run_command, p["head_ip"]),
-            "node_ip": p["node_ip"],
+            "gpus_present": gpus, "gpus_error": gpus_error,
+            "iface": node_probe.interface_to(module.run_command, p["head_ip"]), "node_ip": p["node_ip"],
+            "py_spy": node_probe.find_on_ray_path("py-spy", p["python"], env), "ray_python": p["python"],
             "raylet_env": {k: v for k, v in (env or {}).items() if k in doctor.RAYLET_VARS} if env else None,
             "free_gb": usage.f_bavail * usage.f_frsize / 2**30, "clock": time.time(),
             "probe": probe if not module.check_mode else None}

@@ -1,7 +1,7 @@
 """doctor.yml's judgement: is every node of the cluster really the same, and can it work?
 
 The ray_doctor module gathers one node's facts (versions as Ray's workers there import them, code
-snapshot digests, GPUs, the shared root, the clock, the interface to the head); compare() puts every
+snapshot digests, GPUs, the shared root, the clock, the interface to the head, py-spy); compare() puts every
 node's facts side by side and names each node, check and fix that is wrong. Pure: unit tested.
 """
 
@@ -34,6 +34,30 @@ def _check(row, problems, host, name, ok, shown, fix):
         problems.append(f"{host}: {name}: {shown} ({fix})")
 
 
+def _gpus(row, problems, notes, host, f, advertised, is_head):
+    """The gpus cell: what the driver counts here (node_probe.count_gpus, as ray_node's num_gpus auto) against
+    what Ray offers (advertised: None when Ray lists no such node). A head of its own offers none by design (a one-box
+    site's head offers the worker's); a node without a driver shows what Ray was told (`declared`, the lab's logical
+    GPUs)."""
+    ray = "-" if advertised is None else f"{float(advertised):g}"
+    offers_none = advertised is not None and float(advertised) == 0
+    present, error = f["gpus_present"], f.get("gpus_error")
+    if error and offers_none:
+        row["gpus"] = "driver failed ?"
+        notes.append(f"warning: {host}: gpus: {error} (Ray offers no GPU here, so none is used: fix the driver if "
+                     "this is a GPU node)")
+    elif error:
+        _check(row, problems, host, "gpus", False, f"driver failed, Ray {ray}",
+               f"{error}: fix the GPU driver (nvidia-smi must list the GPUs), then re-run up.yml")
+    elif present is None:
+        row["gpus"] = f"{ray} declared"
+    else:
+        _check(row, problems, host, "gpus",
+               advertised is None or float(advertised) == present or (is_head and offers_none),
+               f"{present} present, Ray {ray}", "restart Ray with --num-gpus matching the node: re-run up.yml "
+               "(ray_worker_num_gpus: auto counts them)")
+
+
 def compare(facts, head, control, ray_gpus, min_free_gb=5.0, max_skew_s=5.0):
     """(columns, rows, problems, notes) for the doctor's table.
 
@@ -41,7 +65,7 @@ def compare(facts, head, control, ray_gpus, min_free_gb=5.0, max_skew_s=5.0):
     of the control host; ray_gpus: {ip: GPUs Ray advertises} from the cluster's node list.
     """
     reference = facts[head]
-    columns = ["python", *PACKAGES, "snapshots", "gpus", "shared root", "free", "clock", "iface"]
+    columns = ["python", *PACKAGES, "snapshots", "gpus", "shared root", "free", "clock", "iface", "py-spy"]
     rows, problems, notes = {}, [], []
     all_hosts = sorted(facts)
     for host in all_hosts:
@@ -65,13 +89,7 @@ def compare(facts, head, control, ray_gpus, min_free_gb=5.0, max_skew_s=5.0):
                f"{len(f['snapshots'])} same" if not differing and not missing else
                "differ: " + ", ".join(differing + [f"{cid} missing" for cid in missing]),
                "this node sees other code than the head: is the shared root really shared?")
-        advertised = ray_gpus.get(f["node_ip"])
-        present = f["gpus_present"]
-        if present is None:
-            row["gpus"] = f"{advertised if advertised is not None else '-'} declared"
-        else:
-            _check(row, problems, host, "gpus", advertised is None or int(advertised) == present,
-                   f"{present} present, Ray {advertised}", "restart Ray with --num-gpus matching the node (up.yml)")
+        _gpus(row, problems, notes, host, f, ray_gpus.get(f["node_ip"]), host == head)
         unseen = sorted(h for h in all_hosts if f["probes"].get(h) != facts[h]["probe"])
         _check(row, problems, host, "shared root", not unseen, "sees all" if not unseen else "misses " + ", ".join(unseen),
                "the probe files those nodes wrote are not visible here: mount the same storage")
@@ -86,6 +104,12 @@ def compare(facts, head, control, ray_gpus, min_free_gb=5.0, max_skew_s=5.0):
                (f["iface"] or "no route") + (f" ({', '.join(f'{v}={env[v]}' for v in wrong)})" if wrong else ""),
                "NCCL/Gloo would use another interface than the one that reaches the head: "
                "set ray_node_socket_ifname, or re-run up.yml")
+        row["py-spy"] = "ok" if f.get("py_spy") else "missing ?"
+        if not f.get("py_spy"):
+            python = f.get("ray_python") or "the Ray Python"
+            notes.append(f"warning: {host}: py-spy: not on the PATH Ray's dashboard agent has ({python}'s folder "
+                         "first): job.yml -e do=stacks and the watcher's stacks of a hung job fail (install it: "
+                         f"{python} -m pip install py-spy)")
     ifaces = sorted({facts[h]["iface"] for h in all_hosts if facts[h]["iface"]})
     if len(ifaces) > 1:
         notes.append(f"nodes reach the head through different interfaces ({', '.join(ifaces)}): each node's "

@@ -58,3 +58,47 @@ def test_the_doctor_module_refuses_a_bad_id_naming_only_the_field(field, capsys)
         ray_doctor.main()
     out = json.loads(capsys.readouterr().out)
     assert out["failed"] and out["msg"] == f"{field}: must be {conventions.ID_RULE[1]}"
+
+
+DRIVER_FAILED = "/usr/local/nvidia/bin/nvidia-smi failed (rc=9): NVIDIA-SMI has failed"
+
+
+def test_a_gpu_worker_ray_counted_without_gpus_is_named(facts):
+    # The H200 host: nvidia-smi off the module's PATH, so the worker joined with 0 GPUs; the doctor finds the GPU.
+    facts["w1"].update(gpus_present=1)
+    problems = doctor.compare(facts, "head", CONTROL, {**GPUS, "10.0.0.11": 0})[2]
+    assert problems == [("w1: gpus: 1 present, Ray 0 (restart Ray with --num-gpus matching the node: re-run up.yml "
+                         "(ray_worker_num_gpus: auto counts them))")]
+
+
+def test_a_failing_driver_is_a_problem_where_ray_offers_gpus_and_a_warning_where_not(facts):
+    facts["w1"].update(gpus_error=DRIVER_FAILED)
+    facts["w2"].update(gpus_error=DRIVER_FAILED)
+    _, rows, problems, notes = doctor.compare(facts, "head", CONTROL, {**GPUS, "10.0.0.12": 0})
+    assert problems == [(f"w1: gpus: driver failed, Ray 4 ({DRIVER_FAILED}: fix the GPU driver (nvidia-smi must "
+                         "list the GPUs), then re-run up.yml)")]
+    assert rows["w2"]["gpus"] == "driver failed ?" and notes == [
+        (f"warning: w2: gpus: {DRIVER_FAILED} (Ray offers no GPU here, so none is used: fix the driver if this is a "
+         "GPU node)")]
+
+
+def test_a_head_offers_none_or_all_its_gpus_and_a_node_ray_does_not_list_is_not_judged(facts):
+    facts["head"].update(gpus_present=8)
+    facts["w2"].update(gpus_present=4)
+    _, rows, problems, _ = doctor.compare(facts, "head", CONTROL, {"10.0.0.10": 0, "10.0.0.11": 4})
+    assert problems == [] and rows["head"]["gpus"] == "8 present, Ray 0" and rows["w2"]["gpus"] == "4 present, Ray -"
+    # A one-box site's head is its worker: it offers every GPU it has, or it is wrong like a worker.
+    assert doctor.compare(facts, "head", CONTROL, {**GPUS, "10.0.0.10": 8})[2] == []
+    problems = doctor.compare(facts, "head", CONTROL, {**GPUS, "10.0.0.10": 4})[2]
+    assert problems == [("head: gpus: 8 present, Ray 4 (restart Ray with --num-gpus matching the node: re-run up.yml "
+                         "(ray_worker_num_gpus: auto counts them))")]
+
+
+def test_py_spy_missing_where_rays_agent_looks_is_a_warning_naming_the_fix(facts):
+    facts["w2"].update(py_spy=None, ray_python="/usr/bin/python3")
+    columns, rows, problems, notes = doctor.compare(facts, "head", CONTROL, GPUS)
+    assert problems == [] and rows["w2"]["py-spy"] == "missing ?" and rows["w1"]["py-spy"] == "ok"
+    assert notes == [("warning: w2: py-spy: not on the PATH Ray's dashboard agent has (/usr/bin/python3's folder "
+                      "first): job.yml -e do=stacks and the watcher's stacks of a hung job fail (install it: "
+                      "/usr/bin/python3 -m pip install py-spy)")]
+    assert columns[-1] == "py-spy" and doctor.table(columns, rows)[0].split()[-1] == "py-spy"
