@@ -7,7 +7,10 @@
                 writes inside a record, lock files, ASCII numbers
   client.py     Ray's job API and state API as this package needs them
   job.py        one job: its client, its record and how to redact what is written or shown
-  submit.py     the submit pipeline: checks, preflight (verl's config composed on the head), record, submit
+  submit.py     the submit pipeline: checks, preflight, record, submit
+  preflight.py  the preflight: verl's config composed in the job's own Python (module_utils/verl_probe.py), on the
+                head, else on a worker through a Ray task, and its checks run
+  preflight_checks.py  what the preflight decides: flash attention without flash_attn, GPU bundles no node can hold
   follow.py     wait, stop, status and logs: following a job, enforcing its timeouts, looking for a hang
   driver_log.py the driver's log in the record, refreshed with only the bytes Ray's log gained since the last look
   progress.py   verl's own metrics.jsonl read as it grows: steps, loss, reward, pace, the readable progress line

@@ -23,10 +23,11 @@ NODE_DEATH_WAIT_S = 30
 DIAGNOSIS_CAP = 8 << 20
 
 
-def snapshot(job, when):
-    """Cluster state into debug/: `ray status` and the node list (pre and post), the job list (post)."""
+def snapshot(job, when, nodes=None):
+    """Cluster state into debug/: `ray status` and the node list (pre and post), the job list (post).
+    nodes: a node list the caller asked for moments ago (else one is asked for)."""
     try:
-        nodes = job.client.nodes()
+        nodes = job.client.nodes() if nodes is None else nodes
         text = job.client.status_text() + "\n\nNodes:\n" + "\n".join(rc.describe_nodes(nodes)) + "\n"
     except Exception as exc:  # noqa: BLE001 - a snapshot must not hide the job's own state
         text, nodes = f"cluster status unavailable: {exc}\n", []

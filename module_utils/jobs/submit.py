@@ -1,4 +1,5 @@
-"""Submitting a job: checks, verl's config composed on the head (preflight), the record, then Ray's submit_job.
+"""Submitting a job: checks, verl's config composed and checked in the job's Python (preflight), the record, then
+Ray's submit_job.
 
 Idempotent: when the id exists (in Ray or on disk) nothing is submitted or overwritten. A record without
 status.json is a submit that was interrupted: the same command completes it (submitting only if Ray has no job).
@@ -6,17 +7,17 @@ status.json is a submit that was interrupted: the same command completes it (sub
 
 import dataclasses
 import os
-import tempfile
 import time
 
 from ansible.module_utils import conventions
 from ansible.module_utils import jobspec as js
 from ansible.module_utils import jobspec_render as render
-from ansible.module_utils.jobs import attempts, evidence, open_index
+from ansible.module_utils.jobs import attempts, evidence, open_index, preflight
 from ansible.module_utils.jobs import client as jc
 from ansible.module_utils.jobs.job import Failed, Job
 from ansible.module_utils.jobs.record import LockTimeout, create_exclusive, ensure_layout, now_ms, record_lock
 from ansible.module_utils.jobs.status import NEW, JobStatus
+from ansible.module_utils.jobspec_fields import TRAINERS
 
 
 def submit(module, config):
@@ -59,8 +60,10 @@ def submit(module, config):
     if not resuming and (os.path.exists(spec.output_dir) or info is not None):
         return existing()
     check_code(spec)
-    if module.params["preflight"] and info is None:
-        compose(module, spec, config, runtime_env, resume_path)
+    nodes = None  # the cluster's nodes, asked once: the preflight's checks, then the record's snapshot
+    if module.params["preflight"] and info is None and spec.workload in TRAINERS:
+        nodes = cluster_nodes(job)
+        compose(module, spec, config, runtime_env, resume_path, nodes)
     if module.check_mode:
         what = "record would be completed" if resuming else "would be submitted"
         return dict(job.result(JobStatus(job.sid, state=NEW), f"{job.sid} {what}"), changed=True, existed=resuming,
@@ -73,13 +76,14 @@ def submit(module, config):
                 return existing()
             if resume:
                 attempts.link(config, resume["root"], job.sid)
-            return submit_locked(job, spec, config, job.info(), entrypoint, runtime_env, options, shown)
+            return submit_locked(job, spec, config, job.info(), entrypoint, runtime_env, options, shown, nodes)
     except LockTimeout as exc:
         raise Failed(f"{job.sid}: {exc}") from None
 
 
-def submit_locked(job, spec, config, info, entrypoint, runtime_env, options, shown):
-    """Write the record and submit; the caller holds the record's lock and saw no status.json."""
+def submit_locked(job, spec, config, info, entrypoint, runtime_env, options, shown, nodes=None):
+    """Write the record and submit; the caller holds the record's lock and saw no status.json.
+    nodes: the node list the preflight asked for seconds ago (None: the snapshot asks)."""
     ensure_layout(spec.output_dir)
     open_index.add(spec.output_dir)  # open until its status.json is final: readers find it without a scan
     job.record.changed = True
@@ -87,7 +91,7 @@ def submit_locked(job, spec, config, info, entrypoint, runtime_env, options, sho
     job.record.write_json(job.rec["runtime_env"], shown["runtime_env"])
     job.record.write_text(job.rec["submit_cmd"], shown["submit_cmd"] + "\n")
     job.record.write_json(job.rec["env_names"], sorted(runtime_env.get("env_vars", {})))
-    evidence.snapshot(job, "pre")
+    evidence.snapshot(job, "pre", nodes)
     status = JobStatus(job.sid, state="PENDING", spec=spec.name, workload=spec.workload, code_path=spec.code_path,
                        code_id=spec.code_id, record=spec.output_dir,
                        timeouts=dataclasses.asdict(spec.timeouts),
@@ -149,21 +153,20 @@ def check_code(spec):
                      f"(snapshots here: {', '.join(have) or 'none'}), got {spec.code_id!r}")
 
 
-def compose(module, spec, config, runtime_env, resume_path=None):
-    """Let verl's hydra compose the job's config with the snapshot's code (`--cfg job`) before submitting.
+def cluster_nodes(job):
+    """The cluster's nodes (the state API), or None when they cannot be read: the placement check is then skipped,
+    and the record's snapshot says why."""
+    try:
+        return job.client.nodes()
+    except Exception:  # noqa: BLE001 - the checks that need nodes are best effort; Ray's own errors come later
+        return None
+
+
+def compose(module, spec, config, runtime_env, resume_path=None, nodes=None):
+    """Let verl's hydra compose the job's config with the snapshot's code (`--cfg job`) before submitting, in the
+    job's own Python (on the head, else on a worker), and check what it will ask: flash attention and its library,
+    CPUs per GPU bundle (module_utils/jobs/preflight.py).
 
     A misspelled override fails here in seconds with verl's own message; nothing is created then.
     """
-    argv = render.compose_command(spec, config, resume_path)
-    if argv is None:
-        return
-    env = dict(os.environ)
-    env.update(runtime_env.get("env_vars", {}))
-    env.pop("RAY_ADDRESS", None)
-    with tempfile.TemporaryDirectory(prefix="verl-compose-") as cwd:
-        rc_, out, err = module.run_command(argv, cwd=cwd, environ_update=env)
-    if rc_ != 0:
-        lines = [line.strip() for line in (err or out).strip().splitlines() if line.strip()]
-        hint = " | ".join(lines[-6:])
-        raise Failed(f"{spec.submission_id}: verl rejected the job's config (nothing submitted): {hint}",
-                     compose_cmd=" ".join(argv))
+    return preflight.run(module, spec, config, runtime_env, resume_path, nodes)

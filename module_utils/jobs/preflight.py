@@ -1,0 +1,157 @@
+"""The preflight of a verl trainer job, before it is submitted: the probe (module_utils/verl_probe.py) in the job's
+own Python, then the checks of module_utils/jobs/preflight_checks.py.
+
+Where the probe runs: on the head, with ray_config.python and the job's environment, as the compose always ran (no
+second process, so no time added); when that Python cannot import the job's libraries (the probe says so with
+verl_probe.MISSING_RC before importing anything, in a few milliseconds) or does not exist, on one ALIVE worker: a
+Ray task there (0 CPUs, pinned to the node, the job's own runtime_env) runs the same command and returns its exit
+code and output. The task's driver joins the cluster in a namespace under Ray's `_ray_internal_` prefix, whose
+drivers Ray's job list (job API and state API alike) leaves out, so no entry is added beside the jobs the records
+are keyed by.
+"""
+
+import contextlib
+import inspect
+import json
+import os
+import shlex
+import sys
+import tempfile
+
+from ansible.module_utils import jobspec_render as render
+from ansible.module_utils import verl_probe
+from ansible.module_utils.jobs import preflight_checks as checks
+from ansible.module_utils.jobs.job import Failed
+from ansible.module_utils.jobspec import as_ray_config
+
+REMOTE_TIMEOUT_S = 300  # a worker's import of torch and verl and the compose: about 20 s on a busy GPU host
+# Ray leaves drivers of a namespace under this prefix (ray._raylet.RAY_INTERNAL_NAMESPACE_PREFIX, "_ray_internal_")
+# out of its job list; a unit test holds the two together.
+NAMESPACE = "_ray_internal_ray_verl_preflight"
+_OUTPUT_LINES = 6
+
+
+def source():
+    """The probe's source, passed to the job's Python with -c (nothing of it needs to be installed there)."""
+    return inspect.getsource(verl_probe)
+
+
+def job_env(runtime_env):
+    env = dict(os.environ)
+    env.update(runtime_env.get("env_vars", {}))
+    env.pop("RAY_ADDRESS", None)
+    return env
+
+
+def run(module, spec, config, runtime_env, resume_path=None, nodes=None):
+    """Compose the job's config and check it, in the job's Python; raise Failed with one line, or return the facts."""
+    compose = render.compose_command(spec, config, resume_path)
+    if compose is None:
+        return None
+    python = shlex.split(as_ray_config(config).python)
+    probe = [*python, "-c", source(), json.dumps(checks.request(spec.workload)), *compose[len(python) + 1:]]
+    answer = on_head(module, probe, job_env(runtime_env))
+    if isinstance(answer, str):
+        answer = on_worker(config, probe, runtime_env, nodes, spec.submission_id, answer)
+    rc_, out, err, where = answer
+    if rc_ != 0:
+        lines = [line.strip() for line in (err or out or "").strip().splitlines() if line.strip()]
+        raise Failed(f"{spec.submission_id}: verl rejected the job's config on {where} (nothing submitted): "
+                     f"{' | '.join(lines[-_OUTPUT_LINES:])}", compose_cmd=" ".join(compose))
+    facts = parse(out)
+    if facts is None:
+        raise Failed(f"{spec.submission_id}: the preflight on {where} printed no {verl_probe.MARK} line "
+                     f"(nothing submitted); -e preflight=false skips it", compose_cmd=" ".join(compose))
+    facts["where"] = where
+    for problem in (checks.attention(spec.submission_id, spec.workload, facts, where),
+                    checks.placement(spec.submission_id, spec.workload, facts, spec.resources, nodes)):
+        if problem:
+            raise Failed(problem, compose_cmd=" ".join(compose))
+    return facts
+
+
+def parse(out):
+    """The probe's facts (its last MARK line), or None."""
+    for line in reversed((out or "").splitlines()):
+        if line.startswith(verl_probe.MARK + " "):
+            try:
+                facts = json.loads(line[len(verl_probe.MARK) + 1:])
+            except ValueError:
+                return None
+            return facts if isinstance(facts, dict) else None
+    return None
+
+
+def on_head(module, probe, env):
+    """(rc, out, err, "the head"), or a string saying why the head's Python is not the job's."""
+    with tempfile.TemporaryDirectory(prefix="verl-compose-") as cwd:
+        try:
+            rc_, out, err = module.run_command(probe, cwd=cwd, environ_update=env, handle_exceptions=False)
+        except OSError as exc:
+            return f"{probe[0]}: {exc.strerror or exc}"
+    if rc_ == verl_probe.MISSING_RC:
+        lines = [line for line in (err or "").splitlines() if line.startswith(verl_probe.MARK + "-missing: ")]
+        return lines[-1].split(": ", 1)[1] if lines else f"{probe[0]} lacks the job's libraries"
+    return rc_, out, err, "the head"
+
+
+def pick_worker(nodes):
+    """The ALIVE worker (it carries worker_node) the probe runs on: the first by IP, or None."""
+    workers = [n for n in nodes or () if n.get("state") == "ALIVE" and not n.get("is_head_node")
+               and "worker_node" in (n.get("resources_total") or {})]
+    return min(workers, key=lambda n: str(n.get("node_ip")), default=None)
+
+
+def on_worker(config, probe, runtime_env, nodes, sid, why, timeout_s=REMOTE_TIMEOUT_S, ray_module=None):
+    """Run the probe on a worker as a Ray task; (rc, out, err, "worker <ip>")."""
+    node = pick_worker(nodes)
+    if node is None:
+        raise Failed(f"{sid}: the head cannot compose the job's config ({why}) and no ALIVE worker can: "
+                     "run up.yml, or -e preflight=false to skip the preflight (nothing submitted)")
+    where = f"worker {node.get('node_ip')}"
+    late = (f"{sid}: the preflight on {where} did not finish in {timeout_s} s (the head's Python cannot: {why}): "
+            "is the node busy or its Python slow to import verl? -e preflight=false skips it (nothing submitted)")
+    ray = ray_module or _import_ray()
+    with contextlib.redirect_stdout(sys.stderr):  # the module's stdout is its JSON answer
+        try:
+            ray.init(address=as_ray_config(config).address, namespace=NAMESPACE, log_to_driver=False,
+                     logging_level="ERROR")
+            # coreutils' timeout ends the probe itself (a cancelled task would leave its child running).
+            ref = _remote_run(ray, node, runtime_env).remote(
+                ["timeout", "-k", "10", str(timeout_s), *probe], capture_output=True, text=True,
+                cwd=tempfile.gettempdir())
+            try:
+                done = ray.get(ref, timeout=timeout_s + 60)  # + the task's placement and its runtime_env
+            except ray.exceptions.GetTimeoutError:
+                ray.cancel(ref, force=True)
+                raise Failed(late) from None
+        except Failed:
+            raise
+        except Exception as exc:  # noqa: BLE001 - Ray's own errors, one line each
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[-1][:300]
+            raise Failed(f"{sid}: the preflight could not run on {where} (the head's Python cannot: {why}): "
+                         f"{type(exc).__name__}: {first}; -e preflight=false skips it (nothing submitted)") from None
+        finally:
+            with contextlib.suppress(Exception):
+                ray.shutdown()
+    if done.returncode in (124, 137):
+        raise Failed(late)
+    return done.returncode, done.stdout, done.stderr, where
+
+
+def _import_ray():
+    import ray.exceptions  # binds ray; ray.exceptions.GetTimeoutError is caught above
+
+    return ray
+
+
+def _remote_run(ray, node, runtime_env):
+    """subprocess.run as a Ray task on `node`: it needs nothing of ours on the worker (pickled by reference), holds
+    no CPU (a busy worker still answers), and runs in the job's runtime_env (its env vars, PYTHONPATH)."""
+    import subprocess
+
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    return ray.remote(subprocess.run).options(
+        num_cpus=0, max_retries=0, runtime_env=runtime_env,
+        scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node["node_id"], soft=False))

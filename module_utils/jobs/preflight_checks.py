@@ -1,0 +1,106 @@
+"""What the preflight decides from the probe's facts (module_utils/verl_probe.py) and the cluster's nodes.
+
+Pure: no Ray, no process; each check returns None or the one-line reason nothing is submitted.
+"""
+
+from ansible.module_utils import verl_probe
+
+_ACTOR = "actor_rollout_ref.model.override_config.attn_implementation"
+_CRITIC = "critic.model.override_config.attn_implementation"
+# Where verl 0.9.1 reads each model's attention implementation (verl/workers/config/model.py, HFModelConfig:
+# override_config.get("attn_implementation", "flash_attention_2")), per workload. ppo's critic is loaded by
+# verl/utils/model.py load_valuehead_model, which passes attn_implementation="flash_attention_2" itself.
+ATTENTION_KEYS = {"sft": ("model.override_config.attn_implementation",),
+                  "grpo": (_ACTOR,),
+                  "ppo": (_ACTOR, _CRITIC)}
+VALUEHEAD = ("ppo",)  # workloads with a critic (adv_estimator gae)
+# Which of verl's pool classes places a trainer's GPU workers, and so how many CPUs each GPU bundle asks:
+# sft_trainer_ray builds a RayResourcePool itself (its default max_colocate_count: 10 in verl 0.9.1), main_ppo a
+# ResourcePoolManager (3); the probe reads both defaults from the job's own verl.
+POOL_CLASS = {"sft": "RayResourcePool", "ppo": "ResourcePoolManager", "grpo": "ResourcePoolManager"}
+TRAINER = {"sft": "sft_trainer_ray", "ppo": "main_ppo", "grpo": "main_ppo"}
+_LISTED = 6  # nodes named in a message at most
+
+
+def request(workload):
+    """What the probe is asked for a workload (its first argument, as JSON)."""
+    return {"attn_keys": list(ATTENTION_KEYS.get(workload, ())), "valuehead": workload in VALUEHEAD}
+
+
+def attention(sid, workload, facts, where):
+    """None, or why the job would fail at model load: flash_attention_2 without flash_attn in the job's Python."""
+    error = facts.get("flash_attn_error")
+    if not error:
+        return None
+    flash = [key for key, value in (facts.get("attention") or {}).items()
+             if value in (None, verl_probe.FLASH) and not (key == _CRITIC and workload in VALUEHEAD)]
+    critic = workload in VALUEHEAD and facts.get("valuehead_flash")
+    if not flash and not critic:
+        return None
+    asks = []
+    if flash:
+        asks.append(", ".join(flash) + " (unset is verl's default, flash_attention_2)")
+    if critic:
+        asks.append("ppo's critic (verl 0.9.1's load_valuehead_model loads it with flash_attention_2 whatever "
+                    "critic.model.override_config says)")
+    overrides = " ".join(f"+{key}=sdpa" for key in flash)
+    if not critic:
+        fixes = f"install flash-attn into the job's Python, or add the override(s) {overrides}"
+    else:
+        fixes = "install flash-attn into the job's Python (no override spares the critic)"
+        fixes += f"; the override(s) {overrides} put the other models on sdpa" if flash else ""
+    python = facts.get("python") or "the job's Python"
+    return (f"{sid}: flash attention is asked by {'; '.join(asks)}, but {python} on {where} cannot import flash_attn "
+            f"({error}): {fixes} (nothing submitted)")
+
+
+def bundle(workload, facts):
+    """One GPU worker's placement-group bundle, built as verl builds it (RayResourcePool.get_placement_groups):
+    {"CPU": max_colocate_count} then the platform's resource set to 1, which a CPU platform's "CPU" overwrites."""
+    cpus = (facts.get("cpus_per_bundle") or {}).get(POOL_CLASS.get(workload))
+    resource = facts.get("resource")
+    if not isinstance(cpus, (int, float)) or not isinstance(resource, str):
+        return None
+    shape = {"CPU": cpus}
+    shape[resource] = 1
+    return shape
+
+
+def _has(node, resource):
+    return float((node.get("resources_total") or {}).get(resource, 0) or 0)
+
+
+def _amount(value):
+    return int(value) if float(value).is_integer() else value
+
+
+def _describe(node, names):
+    parts = [f"{_amount(_has(node, name))} {name}" for name in names]
+    return f"{node.get('node_ip')} has {', '.join(parts)}"
+
+
+def placement(sid, workload, facts, resources, nodes):
+    """None, or why verl's placement groups could never be placed: fewer than nnodes ALIVE nodes can each hold
+    n_gpus_per_node bundles. Judged on the nodes' totals: a busy cluster only makes the job wait."""
+    shape = bundle(workload, facts)
+    if shape is None or nodes is None:
+        return None
+    per_gpu = resources.n_gpus_per_node
+    need = {name: amount * per_gpu for name, amount in shape.items()}
+    alive = sorted((n for n in nodes if n.get("state") == "ALIVE"), key=lambda n: str(n.get("node_ip")))
+    fit = [n for n in alive if all(_has(n, name) >= amount for name, amount in need.items())]
+    if len(fit) >= resources.nnodes:
+        return None
+    # The nodes worth naming hold the accelerator (a 0-CPU head, for one, is no candidate).
+    accelerator = facts["resource"]
+    short = [n for n in alive if n not in fit and _has(n, accelerator) > 0]
+    names = list(dict.fromkeys(["CPU", accelerator]))
+    listed = "; ".join(_describe(n, names) for n in short[:_LISTED])
+    if len(short) > _LISTED:
+        listed += f"; and {len(short) - _LISTED} more"
+    asks = ", ".join(f"{_amount(v)} {k}" for k, v in need.items())
+    each = ", ".join(f"{k}: {_amount(v)}" for k, v in shape.items())
+    return (f"{sid}: verl's {TRAINER.get(workload, workload)} asks {resources.nnodes} node(s) for "
+            f"{per_gpu} bundle(s) of {{{each}}} each ({asks} a node), and {len(fit)} ALIVE node(s) can hold that"
+            f"{': ' + listed if listed else ' (no ALIVE node has ' + accelerator + ')'}: give the workers more CPUs "
+            f"(ray_worker_num_cpus) or ask fewer GPUs per node (resources.n_gpus_per_node) (nothing submitted)")

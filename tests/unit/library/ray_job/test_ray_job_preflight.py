@@ -1,0 +1,192 @@
+"""The preflight of a verl job through the ray_job module: the probe in the job's own Python (on the head, else on a
+worker through a Ray task), flash attention without flash_attn, and GPU bundles no node can hold.
+
+The job's Python is faked at its boundary: AnsibleModule.run_command (the head) and Ray's driver API (the worker)."""
+
+import json
+import os
+import subprocess
+import types
+
+import pytest
+from ansible.module_utils import ray_cluster as rc
+from ansible.module_utils import verl_probe
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.jobs import preflight
+from ray._raylet import RAY_INTERNAL_NAMESPACE_PREFIX
+from ray_job_harness import GRPO_SID, HEAD, WORKER, make_verl_spec, record, submit
+
+LAB_FACTS = {"python": "/opt/verl/bin/python", "resource": "CPU",
+             "cpus_per_bundle": {"RayResourcePool": 10, "ResourcePoolManager": 3},
+             "attention": {"actor_rollout_ref.model.override_config.attn_implementation": "sdpa"}}
+
+
+# Ray's NodeAffinitySchedulingStrategy wants a real node id (28 bytes, in hex).
+HEX_WORKER = {**WORKER, "node_id": "ab" * 28}
+
+
+def probe_output(**changes):
+    return f"composed\n{verl_probe.MARK} {json.dumps({**LAB_FACTS, **changes})}\n"
+
+
+class Head:
+    """The head's run_command: each call answers the next of `answers` ((rc, out, err) or an exception)."""
+
+    def __init__(self, monkeypatch, *answers):
+        self.answers, self.calls = list(answers), []
+        monkeypatch.setattr(AnsibleModule, "run_command", lambda module, args, **kw: self.run_command(args, **kw))
+
+    def run_command(self, args, **kwargs):
+        self.calls.append((args, kwargs))
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+class DriverRay:
+    """Ray's driver API as preflight.on_worker uses it: the task's result is `answer` (a CompletedProcess), or
+    ray.get times out."""
+
+    def __init__(self, answer=None, late=False):
+        self.answer, self.late = answer, late
+        self.inits, self.options, self.calls, self.cancelled, self.shutdowns = [], [], [], [], 0
+        self.exceptions = types.SimpleNamespace(GetTimeoutError=TimeoutError)
+
+    def init(self, **kwargs):
+        self.inits.append(kwargs)
+
+    def remote(self, function):
+        assert function is subprocess.run  # nothing of ours has to exist on the worker
+        ray = self
+
+        class Task:
+            def options(self, **options):
+                ray.options.append(options)
+                return self
+
+            def remote(self, *args, **kwargs):
+                ray.calls.append((args, kwargs))
+                return "ref"
+
+        return Task()
+
+    def get(self, ref, timeout):
+        if self.late:
+            raise TimeoutError
+        return self.answer
+
+    def cancel(self, ref, force):
+        self.cancelled.append((ref, force))
+
+    def shutdown(self):
+        self.shutdowns += 1
+
+
+def grpo(ray_config, **cli):
+    return make_verl_spec(ray_config, **cli)
+
+
+def test_a_head_with_the_jobs_python_composes_there_once_and_asks_ray_for_no_driver(ray, ray_config, capsys,
+                                                                                    monkeypatch):
+    head = Head(monkeypatch, (0, probe_output(), ""))
+    monkeypatch.setattr(preflight, "_import_ray", lambda: pytest.fail("a head with the job's Python needs no task"))
+    code, out = submit(capsys, ray_config, grpo(ray_config))
+    assert code == 0, out
+    assert out["submission_id"] == GRPO_SID and len(ray.submitted) == 1
+    (args, kwargs), = head.calls
+    assert args[:2] == ["python", "-c"] and args[2] == preflight.source()
+    assert json.loads(args[3]) == {"attn_keys": ["actor_rollout_ref.model.override_config.attn_implementation"],
+                                   "valuehead": False}
+    assert args[4] == "verl.trainer.main_ppo" and args[-2:] == ["--cfg", "job"]
+    # The job's environment: its PYTHONPATH and env vars, never the module's RAY_ADDRESS.
+    env = kwargs["environ_update"]
+    assert env["VERL_FILE_LOGGER_PATH"].endswith("/metrics.jsonl") and "RAY_ADDRESS" not in env
+
+
+@pytest.mark.parametrize("head_answer", [(verl_probe.MISSING_RC, "", f"{verl_probe.MARK}-missing: /usr/bin/python3 "
+                                                                    "cannot import torch\n"),
+                                         FileNotFoundError(2, "No such file or directory")])
+def test_a_head_without_the_jobs_python_composes_on_a_worker_and_leaves_no_job_behind(ray, ray_config, capsys,
+                                                                                       monkeypatch, head_answer):
+    Head(monkeypatch, head_answer)
+    monkeypatch.setattr(rc, "list_nodes", lambda url: [HEAD, HEX_WORKER])
+    driver = DriverRay(subprocess.CompletedProcess([], 0, probe_output(), ""))
+    monkeypatch.setattr(preflight, "_import_ray", lambda: driver)
+    code, out = submit(capsys, ray_config, grpo(ray_config))
+    assert code == 0, out
+    assert [job.submission_id for job in ray.list_jobs()] == [GRPO_SID]  # the job only: the probe is no Ray job
+    (init,) = driver.inits
+    assert init["address"] == ray_config["address"]
+    # Ray's job list (job and state API) leaves out the drivers of _ray_internal_ namespaces.
+    assert init["namespace"].startswith(RAY_INTERNAL_NAMESPACE_PREFIX)
+    (options,) = driver.options
+    assert options["num_cpus"] == 0 and options["max_retries"] == 0
+    assert options["scheduling_strategy"].node_id == HEX_WORKER["node_id"] and options["scheduling_strategy"].soft is False
+    assert options["runtime_env"]["env_vars"]["PYTHONPATH"]  # the job's own runtime_env
+    (args, kwargs), = driver.calls
+    assert args[0][:4] == ["timeout", "-k", "10", str(preflight.REMOTE_TIMEOUT_S)]
+    assert args[0][4:6] == ["python", "-c"] and kwargs["capture_output"] is True
+    assert driver.shutdowns == 1
+
+
+def test_a_worker_that_does_not_answer_fails_in_one_line_and_nothing_is_created(ray, ray_config, capsys,
+                                                                                monkeypatch):
+    Head(monkeypatch, (verl_probe.MISSING_RC, "", ""))
+    monkeypatch.setattr(rc, "list_nodes", lambda url: [HEAD, HEX_WORKER])
+    driver = DriverRay(late=True)
+    monkeypatch.setattr(preflight, "_import_ray", lambda: driver)
+    code, out = submit(capsys, ray_config, grpo(ray_config))
+    assert code == 1
+    assert f"did not finish in {preflight.REMOTE_TIMEOUT_S} s" in out["msg"] and "\n" not in out["msg"]
+    assert WORKER["node_ip"] in out["msg"] and "-e preflight=false" in out["msg"]
+    assert driver.cancelled == [("ref", True)] and driver.shutdowns == 1
+    assert not ray.submitted and not os.path.exists(record(ray_config, GRPO_SID))
+
+
+def test_no_worker_to_compose_on_is_said(ray, ray_config, capsys, monkeypatch):
+    Head(monkeypatch, (verl_probe.MISSING_RC, "", f"{verl_probe.MARK}-missing: /usr/bin/python3 cannot import verl\n"))
+    monkeypatch.setattr(rc, "list_nodes", lambda url: [HEAD])
+    code, out = submit(capsys, ray_config, grpo(ray_config))
+    assert code == 1 and "cannot import verl" in out["msg"] and "no ALIVE worker" in out["msg"]
+    assert not ray.submitted
+
+
+def test_flash_attention_without_flash_attn_is_refused_with_both_fixes(ray, ray_config, capsys, monkeypatch):
+    key = "actor_rollout_ref.model.override_config.attn_implementation"
+    Head(monkeypatch, (0, probe_output(attention={key: None},
+                                       flash_attn_error="ModuleNotFoundError: No module named 'flash_attn'"), ""))
+    code, out = submit(capsys, ray_config, grpo(ray_config))
+    assert code == 1, out
+    msg = out["msg"]
+    assert "install flash-attn into the job's Python" in msg and f"+{key}=sdpa" in msg
+    assert "No module named 'flash_attn'" in msg and "the head" in msg and "\n" not in msg
+    assert not ray.submitted and not os.path.exists(record(ray_config, GRPO_SID))
+
+
+def test_gpu_bundles_no_node_can_hold_are_refused_naming_the_nodes(ray, ray_config, capsys, monkeypatch):
+    gpu_worker = {**WORKER, "resources_total": {"CPU": 8.0, "GPU": 4.0, "worker_node": 1.0}}
+    monkeypatch.setattr(rc, "list_nodes", lambda url: [HEAD, gpu_worker])
+    Head(monkeypatch, (0, probe_output(resource="GPU"), ""))
+    code, out = submit(capsys, ray_config, grpo(ray_config, resources={"n_gpus_per_node": 4}))
+    assert code == 1, out
+    msg = out["msg"]
+    assert "10.0.0.11 has 8 CPU, 4 GPU" in msg and "4 bundle(s) of {CPU: 3, GPU: 1}" in msg
+    assert "(12 CPU, 4 GPU a node)" in msg and "ray_worker_num_cpus" in msg
+    assert not ray.submitted
+
+
+def test_the_labs_cpu_platform_asks_one_cpu_a_bundle_and_is_placed(ray, ray_config, capsys, monkeypatch):
+    # The lab's workers: 8 logical CPUs and 4 declared GPUs; verl_cpu's resource name "CPU" overwrites verl's
+    # {"CPU": 3} with 1.
+    lab_worker = {**WORKER, "resources_total": {"CPU": 8.0, "GPU": 4.0, "worker_node": 1.0}}
+    monkeypatch.setattr(rc, "list_nodes", lambda url: [HEAD, lab_worker])
+    Head(monkeypatch, (0, probe_output(), ""))
+    code, out = submit(capsys, ray_config, grpo(ray_config, resources={"n_gpus_per_node": 4}))
+    assert code == 0, out
+    assert len(ray.submitted) == 1
+
+
+def test_preflight_false_runs_no_probe(ray, ray_config, capsys):
+    code, out = submit(capsys, ray_config, grpo(ray_config), preflight=False)  # the ray fixture refuses any command
+    assert code == 0 and len(ray.submitted) == 1
