@@ -41,7 +41,7 @@ unit: venv
 # The verl CPU plugin's tests need torch and verl: they run in the nodes' venv (the main one skips them).
 # That venv has no Ansible, so the Ansible-side conftest is left out.
 unit-verl: lab-venv
-	PYTHONPATH=$(CURDIR)/lab:$(CURDIR)/lab/assets $(LAB_VENV)/bin/python -m pytest -q -p no:cacheprovider --noconftest tests/unit/lab/test_verl_cpu.py
+	PYTHONPATH=$(CURDIR)/lab:$(CURDIR)/lab/assets:$(CURDIR)/roles/code_snapshot/files $(LAB_VENV)/bin/python -m pytest -q -p no:cacheprovider --noconftest tests/unit/lab/test_verl_cpu.py tests/unit/roles/test_acceptance_measure.py
 
 # Each test's time goes to .reports/integration.xml (.ci/run ends with the slowest); --durations prints them too.
 integration: venv system-deps

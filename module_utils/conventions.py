@@ -68,6 +68,9 @@ def check_id(field, value):
 # when someone else owns it); user/, datasets/, hf/ and outputs/ are for everyone (1777: the sticky bit
 # keeps people from deleting each other's files). user/code reaches a job only when its spec asks for it.
 JOBS, COMMON_CODE, USER_CODE, REGRESSION = "jobs", "common/code", "user/code", "regression"
+# Acceptance reports (acceptance.yml) are not in LAYOUT: a new LAYOUT entry would change every node's settled shared
+# root; the acceptance module makes the folder (root, 0755) when it first writes a report.
+ACCEPTANCE = "acceptance"
 LAYOUT = {"common": "0755", COMMON_CODE: "0755", JOBS: "0755", REGRESSION: "0755",
           "user": "1777", USER_CODE: "1777", "datasets": "1777", "hf": "1777", "outputs": "1777"}
 
@@ -113,11 +116,28 @@ def regression_dir(shared_root):
     return posixpath.join(shared_root, REGRESSION)
 
 
+def acceptance_code_dir(shared_root):
+    """The site acceptance's measuring code (acceptance.yml): <shared_root>/common/code/acceptance."""
+    return posixpath.join(shared_root, COMMON_CODE, "acceptance")
+
+
+def tiny_assets_dir(shared_root):
+    """The tiny model and data the acceptance's SFT trains on (the lab's too): <shared_root>/common/tiny."""
+    return posixpath.join(shared_root, "common", "tiny")
+
+
+def acceptance_dir(shared_root):
+    """Acceptance reports, one folder per run: <shared_root>/acceptance (made by root, 0755, on its first run)."""
+    return posixpath.join(shared_root, ACCEPTANCE)
+
+
 def paths(shared_root):
     """All of the above for one shared root, and the layout, for playbooks and roles (the ray_verl_paths filter)."""
     return {"jobs": posixpath.join(shared_root, JOBS), "verl_code": posixpath.dirname(verl_code_dir(shared_root, "x")),
             "smoke_code": smoke_code_dir(shared_root), "plugins_code": plugins_code_dir(shared_root),
             "user_code": user_code_dir(shared_root), "regression": regression_dir(shared_root),
+            "acceptance_code": acceptance_code_dir(shared_root), "tiny_assets": tiny_assets_dir(shared_root),
+            "acceptance": acceptance_dir(shared_root),
             "marker_file": MARKER_FILE, "layout": dict(LAYOUT)}
 
 

@@ -1,0 +1,118 @@
+"""library/ray_acceptance.py: the verdict from real job records on a shared root, and the report it writes."""
+
+import json
+import os
+import xml.etree.ElementTree as ET
+
+import pytest
+import ray_acceptance
+from acceptance_helpers import WORKERS, raw_result, slow_worker3
+from ansible.module_utils import acceptance
+from ansible.module_utils.jobs import record as jr
+from ansible.module_utils.jobs.status import JobStatus
+from ansible.module_utils.testing import patch_module_args
+
+RUN = "acceptance-20270101T000000Z"
+MEASURE, SFT = f"{RUN}-measure", f"{RUN}-sft"
+
+
+def job(root, sid, state, result=None, raw_text=None):
+    paths = jr.paths(os.path.join(root, "jobs", sid))
+    os.makedirs(paths["checkpoints"])
+    jr.write_json(paths["status"], JobStatus(sid, state=state, final=True, record=paths["dir"],
+                                             message="boom" if state == "FAILED" else None).to_dict())
+    if result is not None or raw_text is not None:
+        with open(acceptance.result_path(root, sid), "w", encoding="utf-8") as handle:
+            handle.write(raw_text if raw_text is not None else json.dumps(result))
+
+
+def run(capsys, root, **extra):
+    args = {"run_id": RUN, "shared_root": root, "workers": WORKERS, "measure_id": MEASURE, "sft_id": SFT, **extra}
+    with patch_module_args(args), pytest.raises(SystemExit) as exc:
+        ray_acceptance.main()
+    return exc.value.code, json.loads(capsys.readouterr().out)
+
+
+def test_a_passing_run_writes_its_report(tmp_path, capsys):
+    root = str(tmp_path)
+    job(root, MEASURE, "SUCCEEDED", raw_result())
+    job(root, SFT, "SUCCEEDED")
+    code, out = run(capsys, root)
+    assert code == 0 and out["ok"] and out["failures"] == [] and out["changed"]
+    report = tmp_path / "acceptance" / RUN
+    assert out["report_dir"] == str(report)
+    assert sorted(os.listdir(report)) == ["junit.xml", "result.json", "table.txt"]
+    assert (report / "table.txt").read_text().splitlines() == out["table"]
+    saved = json.loads((report / "result.json").read_text())
+    assert saved["ok"] and saved["jobs"]["sft"]["state"] == "SUCCEEDED" and saved["measurement"]["nodes"]
+    ET.fromstring((report / "junit.xml").read_text().split("\n", 1)[1])
+    assert oct(os.stat(tmp_path / "acceptance").st_mode & 0o777) == "0o755"
+
+
+def test_a_slow_worker_fails_naming_it(tmp_path, capsys):
+    root = str(tmp_path)
+    job(root, MEASURE, "SUCCEEDED", slow_worker3())
+    job(root, SFT, "SUCCEEDED")
+    code, out = run(capsys, root)
+    assert code == 0 and not out["ok"] and out["common_node"] == "lab-worker3"
+    assert out["failures"][0].startswith("lab-worker3 (198.18.0.13): all-reduce bus bandwidth")
+    assert out["slowest"]["link"][0] == "lab-worker3"
+
+
+@pytest.mark.parametrize("text, why", [
+    ("not json", "its result cannot be read"),
+    ('{"nodes": 5}', "its result is malformed: result.nodes: must be a list"),
+    (None, "it left no result"),
+])
+def test_an_unusable_result_fails_the_measuring_check(tmp_path, capsys, text, why):
+    root = str(tmp_path)
+    job(root, MEASURE, "SUCCEEDED", raw_text=text)
+    job(root, SFT, "SUCCEEDED")
+    code, out = run(capsys, root)
+    assert code == 0 and not out["ok"] and out["failures"][0].startswith(f"{MEASURE}: SUCCEEDED: {why}")
+
+
+def test_a_result_too_large_or_a_symlink_is_not_read(tmp_path, capsys):
+    root = str(tmp_path)
+    job(root, MEASURE, "SUCCEEDED", raw_text=" " * (ray_acceptance.RESULT_CAP + 1))
+    job(root, SFT, "SUCCEEDED")
+    code, out = run(capsys, root)
+    assert "is larger than" in out["failures"][0]
+    path = acceptance.result_path(root, MEASURE)
+    os.remove(path)
+    (tmp_path / "elsewhere.json").write_text(json.dumps(raw_result()))
+    os.symlink(tmp_path / "elsewhere.json", path)
+    code, out = run(capsys, root)
+    assert not out["ok"] and "is a symlink" in out["failures"][0]
+
+
+def test_jobs_that_failed_or_never_ran_are_named(tmp_path, capsys):
+    root = str(tmp_path)
+    job(root, MEASURE, "FAILED")
+    code, out = run(capsys, root, errors={"sft": "jobspec field 'x': unknown field"})
+    assert not out["ok"]
+    assert out["failures"][0] == f"{MEASURE}: FAILED: boom"
+    assert out["failures"][-1] == f"{SFT}: NOT_SUBMITTED: jobspec field 'x': unknown field"
+    assert out["failures"][1].startswith("not measured")
+
+
+def test_check_mode_writes_nothing_and_bad_ids_are_refused(tmp_path, capsys):
+    root = str(tmp_path)
+    job(root, MEASURE, "SUCCEEDED", raw_result())
+    code, out = run(capsys, root, _ansible_check_mode=True)
+    assert code == 0 and not out["changed"] and not os.path.exists(tmp_path / "acceptance")
+    code, out = run(capsys, root, run_id="../x")
+    assert code == 1 and out["msg"].startswith("run_id: must be")
+    code, out = run(capsys, root, threshold=1.5)
+    assert code == 1 and out["msg"] == "threshold: must be a fraction between 0 and 1"
+
+
+def test_an_acceptance_folder_that_is_a_symlink_is_refused(tmp_path, capsys):
+    root = str(tmp_path)
+    job(root, MEASURE, "SUCCEEDED", raw_result())
+    job(root, SFT, "SUCCEEDED")
+    os.mkdir(tmp_path / "other")
+    os.symlink(tmp_path / "other", tmp_path / "acceptance")
+    code, out = run(capsys, root)
+    assert code == 1 and "is not a directory (a symlink is never followed)" in out["msg"] and out["table"]
+    assert os.listdir(tmp_path / "other") == []

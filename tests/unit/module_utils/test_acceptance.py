@@ -1,0 +1,174 @@
+"""module_utils/acceptance.py and acceptance_report.py: the site acceptance's judgement and its table and JUnit XML.
+
+The measurement itself runs for real in tests/unit/roles/test_acceptance_measure.py (gloo on loopback)."""
+
+import copy
+import xml.etree.ElementTree as ET
+
+import pytest
+from acceptance_helpers import MIB4, WORKERS, raw_result, slow_worker3
+from ansible.module_utils import acceptance, acceptance_report
+
+SUCCEEDED = {"submission_id": "acc-measure", "state": "SUCCEEDED", "error": None}
+SFT_OK = {"submission_id": "acc-sft", "state": "SUCCEEDED", "error": None}
+
+
+def verdict_of(raw, workers=WORKERS, measure=SUCCEEDED, sft=SFT_OK, **kw):
+    return acceptance.judge(acceptance.parse_result(raw), workers, measure, sft, **kw)
+
+
+def failed(verdict):
+    return {(c["kind"], c["name"]) for c in verdict["checks"] if not c["ok"]}
+
+
+def test_an_even_cluster_passes_with_its_table():
+    verdict = verdict_of(raw_result(tflops=(0.05, 0.06, 0.055)))
+    assert verdict["ok"] and verdict["failures"] == []
+    assert verdict["medians"]["tflops"] == pytest.approx(0.055)
+    assert verdict["medians"]["link"] == pytest.approx(MIB4 / 0.01 / 1e9)
+    assert verdict["slowest"]["tflops"] == ("lab-worker1", 0.05)
+    lines = acceptance_report.table(verdict)
+    assert lines[0].split() == ["host", "ip", "GPUs", "TFLOP/s", "alone", "GB/s", "lab-worker1", "GB/s",
+                                "lab-worker2", "GB/s", "lab-worker3", "GB/s"]
+    assert lines[1].split() == ["lab-worker1", "198.18.0.11", "0", "0.05", "-", "-", "0.419", "0.419"]
+    assert lines[3].split()[:2] == ["lab-worker3", "198.18.0.13"] and lines[3].split()[-1] == "-"
+    assert any(line.startswith("all 3 workers together (gloo, 4 MiB): 0.186 GB/s") for line in lines)
+    assert any(line.startswith("slowest: matrix product lab-worker1 (0.05 TFLOP/s)") for line in lines)
+    assert lines[-1] == "PASS: every check passed"
+
+
+def test_a_rate_limited_worker_is_named_as_the_slow_node_and_the_common_node_of_the_slow_pairs():
+    verdict = verdict_of(slow_worker3())
+    assert not verdict["ok"]
+    assert failed(verdict) == {("link", "lab-worker3"), ("pair", "lab-worker1-lab-worker3"),
+                               ("pair", "lab-worker2-lab-worker3")}
+    assert verdict["common_node"] == "lab-worker3" and verdict["slowest"]["link"][0] == "lab-worker3"
+    # Its link is its best pair; the reference is the median link (the pairs' own median, 0.006, is slow itself).
+    assert verdict["failures"][0].startswith("lab-worker3 (198.18.0.13): all-reduce bus bandwidth at most 0.00599 GB/s"
+                                             " with any peer (best: lab-worker1), under 0.5 x the median link 0.419")
+    assert "lab-worker3 is slow" in verdict["failures"][1]
+    lines = acceptance_report.table(verdict)
+    assert "every slow pair includes lab-worker3" in lines
+    assert lines[-1] == "FAIL: 3 check(s) failed"
+
+
+def test_a_slow_link_between_two_good_nodes_is_named_as_a_link():
+    raw = raw_result(tflops=(1, 1, 1, 1), pair_s={"0-1": 0.5, "0-2": 0.01, "0-3": 0.01, "1-2": 0.01, "1-3": 0.01,
+                                                  "2-3": 0.01})
+    verdict = verdict_of(raw, workers=[*WORKERS, {"host": "lab-worker4", "ip": "198.18.0.14"}])
+    assert failed(verdict) == {("pair", "lab-worker1-lab-worker2")}
+    assert "the link between lab-worker1 and lab-worker2 is slow" in verdict["failures"][0]
+    assert verdict["common_node"] is None  # one slow pair: either end
+
+
+def test_a_slow_matrix_product_fails_naming_the_node_and_passes_at_the_threshold():
+    verdict = verdict_of(raw_result(tflops=(0.05, 0.05, 0.02)))
+    assert failed(verdict) == {("matmul", "lab-worker3")}
+    assert verdict["failures"] == ["lab-worker3 (198.18.0.13): matrix product 0.02 TFLOP/s, under 0.5 x the median "
+                                   "0.05 TFLOP/s"]
+    assert verdict_of(raw_result(tflops=(0.05, 0.05, 0.025)))["ok"]
+    assert not verdict_of(raw_result(tflops=(0.05, 0.05, 0.03)), threshold=0.7)["ok"]
+
+
+def test_gpus_are_held_to_ray_s_where_torch_has_cuda():
+    assert verdict_of(raw_result(gpus=0, ray_gpus=4, cuda=None))["ok"]  # the lab: CPU torch, declared GPUs
+    raw = raw_result(gpus=8, ray_gpus=8, cuda="12.8")
+    raw["nodes"][1]["gpus"] = 7
+    verdict = verdict_of(raw)
+    assert failed(verdict) == {("gpus", "lab-worker2")}
+    assert verdict["failures"] == ["lab-worker2 (198.18.0.12): torch sees 7 GPU(s), Ray gives the node 8"]
+    assert not verdict_of(raw_result(gpus=0, ray_gpus=4), require_gpus=True)["ok"]
+
+
+def test_an_intra_node_all_reduce_is_judged_against_the_other_nodes():
+    raw = raw_result(gpus=8, ray_gpus=8, cuda="12.8")
+    for node, seconds in zip(raw["nodes"], (0.001, 0.001, 0.004)):
+        node["intra"] = {"ranks": 8, "bytes": 256 << 20, "seconds": seconds}
+    verdict = verdict_of(raw)
+    assert failed(verdict) == {("alone", "lab-worker3")}
+    assert acceptance_report.table(verdict)[1].split()[4] == "470"  # 256 MiB / 1 ms x 2 x 7/8
+
+
+def test_a_missing_worker_a_failed_job_and_no_result_are_named():
+    raw = raw_result(tflops=(0.05, 0.05))
+    verdict = verdict_of(raw, sft={"submission_id": "acc-sft", "state": "FAILED", "error": "OOM"})
+    assert failed(verdict) == {("workers", "every worker measured"), ("sft", "acc-sft")}
+    assert verdict["failures"][0] == ("not measured (not an alive Ray worker node, or the job ended first): "
+                                      "lab-worker3 (198.18.0.13)")
+    assert verdict["failures"][1] == "acc-sft: FAILED: OOM"
+    verdict = acceptance.judge(None, WORKERS, {"submission_id": "acc-measure", "state": "FAILED",
+                                               "error": "it left no result"}, None)
+    assert ("measure", "acc-measure") in failed(verdict) and ("sft", "the SFT job") in failed(verdict)
+    assert verdict["failures"][0] == "acc-measure: FAILED: it left no result"
+    assert acceptance_report.table(verdict)[-1].startswith("FAIL")
+
+
+def test_a_probe_error_after_the_matrix_products_keeps_them_and_fails_the_measurement():
+    raw = raw_result(error="allreduce: gloo all-reduces: no answer within 300 s from node(s) 198.18.0.13")
+    raw["allreduce"] = {"backend": "gloo", "rendezvous": "198.18.0.11:1", "ranks": [n["ip"] for n in raw["nodes"]]}
+    verdict = verdict_of(raw, measure={"submission_id": "acc-measure", "state": "FAILED", "error": None})
+    assert ("measure", "acc-measure") in failed(verdict) and ("all", "all workers") in failed(verdict)
+    assert "no answer within 300 s from node(s) 198.18.0.13" in verdict["failures"][0]
+    assert all(n["tflops"] == 0.05 for n in verdict["nodes"])
+
+
+def test_one_or_two_workers_have_nothing_to_compare_links_with():
+    one = verdict_of(raw_result(tflops=(0.05,)), workers=WORKERS[:1])
+    assert one["ok"] and [c for c in one["checks"] if c["kind"] == "all"][0]["skipped"]
+    assert verdict_of(raw_result(tflops=(0.05, 0.05), pair_s={"0-1": 5.0}), workers=WORKERS[:2])["ok"]
+
+
+@pytest.mark.parametrize("mutate, field", [
+    (lambda r: r.update(nodes="x"), "result.nodes"),
+    (lambda r: r["nodes"][0].update(ip=None), "result.nodes[0].ip"),
+    (lambda r: r["nodes"][0]["matmul"].update(tflops="1e9"), "result.nodes[0].matmul.tflops"),
+    (lambda r: r["nodes"][0]["matmul"].update(tflops=float("nan")), "result.nodes[0].matmul.tflops"),
+    (lambda r: r["nodes"][1].update(gpus=True), "result.nodes[1].gpus"),
+    (lambda r: r["nodes"][1].update(ip="198.18.0.11"), "result.nodes"),
+    (lambda r: r["allreduce"]["pairs"].update({"0-9": 1.0}), "result.allreduce.pairs"),
+    (lambda r: r["allreduce"]["pairs"].update({"2-1": 1.0}), "result.allreduce.pairs"),
+    (lambda r: r["allreduce"]["pairs"].update({"0-1": -1}), "result.allreduce.pairs[0-1]"),
+    (lambda r: r["allreduce"].update(ranks=["x"]), "result.allreduce.ranks"),
+    (lambda r: r["allreduce"].update(all={}), "result.allreduce.all"),
+    (lambda r: r.update(allreduce=[1]), "result.allreduce"),
+    (lambda r: r["nodes"][0].update(intra={"ranks": 1, "bytes": 1, "seconds": 1}), "result.nodes[0].intra.ranks"),
+])
+def test_a_result_of_another_shape_is_refused_naming_the_field(mutate, field):
+    raw = copy.deepcopy(raw_result())
+    mutate(raw)
+    with pytest.raises(acceptance.AcceptanceError) as err:
+        acceptance.parse_result(raw)
+    assert str(err.value).startswith(field + ":")
+    assert "1e9" not in str(err.value)  # the field, never the value
+    with pytest.raises(acceptance.AcceptanceError, match="^result: must be a mapping"):
+        acceptance.parse_result([raw])
+
+
+def test_text_from_the_nodes_is_one_printable_line():
+    raw = raw_result()
+    raw["nodes"][0]["hostname"] = "evil\x1b]52;c;AAAA\x07\nname"
+    verdict = acceptance.judge(acceptance.parse_result(raw), [], SUCCEEDED, SFT_OK)
+    assert verdict["nodes"][0]["host"] == "evil name"
+    assert all("\x1b" not in line for line in acceptance_report.table(verdict))
+
+
+def test_junit_is_well_formed_with_one_testcase_per_check():
+    verdict = verdict_of(slow_worker3(), sft={"submission_id": "acc-sft", "state": "FAILED", "error": "a <b> & 'c'"})
+    text = acceptance_report.junit(verdict, "acceptance-1")
+    suite = ET.fromstring(text.split("\n", 1)[1])
+    cases = suite.findall("testcase")
+    assert suite.get("tests") == str(len(cases)) == str(len(verdict["checks"]))
+    assert suite.get("failures") == "4"
+    names = [(c.get("classname"), c.get("name")) for c in cases]
+    assert ("acceptance.allreduce_node", "lab-worker3") in names and ("acceptance.matmul", "lab-worker1") in names
+    assert ("acceptance.allreduce_pair", "lab-worker1-lab-worker3") in names
+    slow = [c for c in cases if c.get("name") == "lab-worker3" and c.get("classname") == "acceptance.allreduce_node"]
+    assert slow[0].find("failure").get("type") == "SLOW"
+    sft = [c for c in cases if c.get("classname") == "acceptance.job" and c.get("name") == "acc-sft"][0]
+    assert sft.find("failure").get("message") == "acc-sft: FAILED: a <b> & 'c'"
+
+
+def test_bus_bandwidth_is_nccl_tests_busbw():
+    assert acceptance.bus_bandwidth(1e9, 1.0, 2) == pytest.approx(1.0)
+    assert acceptance.bus_bandwidth(1e9, 1.0, 4) == pytest.approx(1.5)
+    assert acceptance.result_path("/private", "a-measure") == "/private/jobs/a-measure/checkpoints/acceptance.json"
