@@ -5,17 +5,19 @@ def ray_expected_workers(worker_hosts, hostvars):
     """What the readiness gate must see for each worker that got through the worker play (roles/ray_worker).
 
     Read from the worker's ray_node results: its start (ray_worker_node) when it ran, else its check
-    (ray_worker_plan). A worker that failed earlier in the run (unreachable, bad mount) has no result that
+    (ray_worker_plan); on a one-box site, the head's (ray_head_node). A worker that failed earlier in the run (unreachable, bad mount) has no result that
     passed; it already fails the run, so the gate does not wait for it.
     """
     expected = []
     for host in worker_hosts:
-        found = [hostvars[host].get(name) or {} for name in ("ray_worker_node", "ray_worker_plan")]
+        # A one-box site's worker is its head (roles/ray_head, carries_work): the head's start tells what it offers.
+        found = [hostvars[host].get(name) or {} for name in ("ray_worker_node", "ray_worker_plan", "ray_head_node")]
         ran = [r for r in found if r and not r.get("skipped")]
         if not ran or ran[0].get("failed") or "node_ip" not in ran[0]:
             continue
         result = ran[0]
         expected.append({"host": str(host), "ip": str(result["node_ip"]), "num_gpus": int(result["num_gpus"]),
+                         "head": result is found[2],
                          "worker_node": float((result.get("resources") or {}).get("worker_node", 0)),
                          # A (re)started worker counts only once the cluster lists the new node, not the old one.
                          "started_after_ms": int(result.get("started_at_ms") or 0)})

@@ -68,6 +68,13 @@ options:
     description: "Custom resources, e.g. C({\"worker_node\": 1})."
     type: dict
     default: {}
+  carries_work:
+    description:
+      - For O(role=head) only. The head is also the site's one worker (a one-box site, the same host in C(ray_head)
+        and C(ray_workers)), so it offers O(num_cpus), O(num_gpus) and O(resources) as a worker would. Without it, the
+        head offers no CPUs and no GPUs, and no work lands on it.
+    type: bool
+    default: false
   extra_args:
     description: More C(ray start) arguments.
     type: list
@@ -310,6 +317,7 @@ def main():
             "num_cpus": {"type": "int"},
             "num_gpus": {"type": "str", "default": "0"},
             "resources": {"type": "dict", "default": {}},
+            "carries_work": {"type": "bool", "default": False},
             "extra_args": {"type": "list", "elements": "str", "default": []},
             "env": {"type": "dict", "default": {}},
             "state_file": {"type": "path", "default": "/run/ray-verl/node.json"},

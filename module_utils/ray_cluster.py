@@ -132,16 +132,18 @@ def worker_readiness(nodes, expected):
     """The readiness rule: may a job be scheduled on every expected worker now?
 
     expected: list of {"host", "ip", "num_gpus", "worker_node"} and, for a worker this run
-    (re)started, "started_after_ms": when its `ray start` began, on the worker's own clock.
-    A worker is ready when exactly one non-head node is ALIVE on its IP, started no earlier
-    than that, with the expected worker_node and GPU resources. The node it replaced must no
+    (re)started, "started_after_ms": when its `ray start` began, on the worker's own clock; "head": true for a
+    one-box site's worker, which is the head node itself.
+    A worker is ready when exactly one non-head node (the head, for a one-box site) is ALIVE on its IP, started no
+    earlier than that, with the expected worker_node and GPU resources. The node it replaced must no
     longer be ALIVE: Ray keeps listing it for a while and may schedule work onto it.
     Returns (ready, missing) where missing lists "host (ip): reason" strings.
     """
     grouped = alive_by_ip(n for n in nodes if not n["is_head_node"])
+    heads = alive_by_ip(n for n in nodes if n["is_head_node"])
     missing = []
     for want in expected:
-        found = grouped.get(want["ip"], [])
+        found = (heads if want.get("head") else grouped).get(want["ip"], [])
         where = "{} ({})".format(want["host"], want["ip"])
         if not found:
             missing.append(f"{where}: not in the cluster")

@@ -26,12 +26,14 @@ DRIVER_ENV_MARKER = b"RAY_JOB_CONFIG_JSON_ENV_VAR="
 
 def start_command(ray_bin, role, node_ip, gcs_port, head_ip=None, dashboard_host=None,
                   dashboard_port=8265, client_server_port=10001, num_cpus=None, num_gpus=None,
-                  resources=None, extra_args=(), redis_password=None):
-    """The `ray start` argv for a head or a worker (with the GCS store's password: shown_argv hides it)."""
+                  resources=None, extra_args=(), redis_password=None, carries_work=False):
+    """The `ray start` argv for a head or a worker (with the GCS store's password: shown_argv hides it).
+    carries_work: the head is also the site's one worker (a one-box site): it offers CPUs, GPUs and resources."""
     argv = [ray_bin, "start", f"--node-ip-address={node_ip}"]
     if role == "head":
-        # No work lands on the head: it owns neither CPUs nor GPUs.
-        argv += ["--head", f"--port={gcs_port}", "--num-cpus=0", "--num-gpus=0",
+        # No work lands on a head of its own: it owns neither CPUs nor GPUs.
+        offers = ([f"--num-cpus={int(num_cpus)}"] if num_cpus is not None else []) + [f"--num-gpus={int(num_gpus or 0)}"]
+        argv += ["--head", f"--port={gcs_port}", *(offers if carries_work else ["--num-cpus=0", "--num-gpus=0"]),
                  f"--dashboard-host={dashboard_host or node_ip}",
                  f"--dashboard-port={dashboard_port}",
                  f"--ray-client-server-port={client_server_port}"]

@@ -121,7 +121,8 @@ def run(module):
             ray_bin, p["role"], p["node_ip"], p["gcs_port"], head_ip=p["head_ip"],
             dashboard_host=p["dashboard_host"], dashboard_port=p["dashboard_port"],
             client_server_port=p["client_server_port"], num_cpus=p["num_cpus"], num_gpus=p["num_gpus"],
-            resources=p["resources"], extra_args=p["extra_args"], redis_password=p["redis_password"])
+            resources=p["resources"], extra_args=p["extra_args"], redis_password=p["redis_password"],
+            carries_work=p["carries_work"])
     except ValueError as exc:
         module.fail_json(msg=str(exc))
     run_argv, argv = argv, ctl.shown_argv(argv)

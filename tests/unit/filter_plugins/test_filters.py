@@ -24,8 +24,16 @@ def test_expected_workers_come_from_the_workers_ray_node_results_and_skip_hosts_
                 "w4": {"ray_worker_plan": {"skipped": True}, "ray_worker_node": {"failed": True, "msg": "ray start"}},
                 "w5": {"ray_worker_plan": {"failed": True, "msg": "not the shared root"}}}
     assert ray_expected_workers(["w1", "w2", "w3", "w4", "w5"], hostvars) == [
-        {"host": "w1", "ip": "10.0.0.11", "num_gpus": 4, "worker_node": 1.0, "started_after_ms": 1700000000000},
-        {"host": "w3", "ip": "10.0.0.13", "num_gpus": 0, "worker_node": 2.0, "started_after_ms": 0}]
+        {"host": "w1", "ip": "10.0.0.11", "num_gpus": 4, "head": False, "worker_node": 1.0,
+         "started_after_ms": 1700000000000},
+        {"host": "w3", "ip": "10.0.0.13", "num_gpus": 0, "head": False, "worker_node": 2.0, "started_after_ms": 0}]
+
+
+def test_a_one_box_sites_worker_is_its_head_and_is_read_from_the_heads_start():
+    head = {"node_ip": "10.0.0.10", "num_gpus": 8, "resources": {"worker_node": 1}, "action": "none"}
+    # The worker play skipped the host (hosts: ray_workers:!ray_head): no worker result at all.
+    assert ray_expected_workers(["box"], {"box": {"ray_head_node": head}}) == [
+        {"host": "box", "ip": "10.0.0.10", "num_gpus": 8, "head": True, "worker_node": 1.0, "started_after_ms": 0}]
 
 
 def test_status_summary_lists_nodes_jobs_and_mounts():

@@ -32,6 +32,15 @@ def test_a_head_on_a_worker_ip_does_not_count():
     assert not rc.worker_readiness(nodes, WORKERS[:1])[0]
 
 
+def test_a_one_box_sites_worker_is_the_head_node_with_the_workers_resources():
+    box = [{"host": "box", "ip": "10.0.0.10", "num_gpus": 8, "worker_node": 1, "head": True}]
+    assert rc.worker_readiness([node("10.0.0.10", head=True, GPU=8.0, worker_node=1.0)], box) == (True, [])
+    # A head of its own (no GPUs, no worker_node) is not ready as the site's worker; a plain worker there is not it.
+    assert rc.worker_readiness([node("10.0.0.10", head=True)], box) == (
+        False, ["box (10.0.0.10): worker_node=0, want 1, GPU=0, want 8"])
+    assert not rc.worker_readiness([node("10.0.0.10", GPU=8.0, worker_node=1.0)], box)[0]
+
+
 def test_busy_nodes_from_drivers_and_actors():
     nodes = [node("10.0.0.11"), node("10.0.0.12"), node("10.0.0.13")]
     jobs = [{"status": "RUNNING", "driver_node_id": nodes[0]["node_id"]},

@@ -156,3 +156,15 @@ def test_run_env_puts_the_ray_venv_first_on_path():
 def test_a_failed_ray_stop_is_an_error_naming_it():
     with pytest.raises(RuntimeError, match="^ray stop failed: no permission$"):
         ctl.stop(lambda argv, environ_update=None: (1, "", "no permission\n"), "/opt/ray/bin/ray", {}, False)
+
+
+def test_a_one_box_head_offers_the_workers_cpus_gpus_and_resources():
+    argv = ctl.start_command("ray", "head", "10.0.0.10", 6379, num_cpus=16, num_gpus=8, resources={"worker_node": 1},
+                             carries_work=True)
+    assert "--num-cpus=16" in argv and "--num-gpus=8" in argv and '--resources={"worker_node":1}' in argv
+    assert "--num-cpus=0" not in argv and "--num-gpus=0" not in argv and "--head" in argv
+    # Ray counts the CPUs when the site does not say; a head of its own offers nothing whatever it is given.
+    assert not [a for a in ctl.start_command("ray", "head", "10.0.0.10", 6379, num_gpus=8, carries_work=True)
+                if a.startswith("--num-cpus")]
+    alone = ctl.start_command("ray", "head", "10.0.0.10", 6379, num_cpus=16, num_gpus=8)
+    assert "--num-cpus=0" in alone and "--num-gpus=0" in alone
