@@ -104,8 +104,10 @@ def test_a_head_with_the_jobs_python_composes_there_once_and_asks_ray_for_no_dri
     assert env["VERL_FILE_LOGGER_PATH"].endswith("/metrics.jsonl") and "RAY_ADDRESS" not in env
 
 
-@pytest.mark.parametrize("head_answer", [(verl_probe.MISSING_RC, "", f"{verl_probe.MARK}-missing: /usr/bin/python3 "
-                                                                    "cannot import torch\n"),
+MISSING_TORCH = f"{verl_probe.MARK}-missing: /usr/bin/python3 cannot import torch\n"
+
+
+@pytest.mark.parametrize("head_answer", [(verl_probe.MISSING_RC, "", MISSING_TORCH),
                                          FileNotFoundError(2, "No such file or directory")])
 def test_a_head_without_the_jobs_python_composes_on_a_worker_and_leaves_no_job_behind(ray, ray_config, capsys,
                                                                                        monkeypatch, head_answer):
@@ -189,4 +191,5 @@ def test_the_labs_cpu_platform_asks_one_cpu_a_bundle_and_is_placed(ray, ray_conf
 
 def test_preflight_false_runs_no_probe(ray, ray_config, capsys):
     code, out = submit(capsys, ray_config, grpo(ray_config), preflight=False)  # the ray fixture refuses any command
-    assert code == 0 and len(ray.submitted) == 1
+    assert code == 0, out
+    assert len(ray.submitted) == 1
