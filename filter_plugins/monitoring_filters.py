@@ -75,6 +75,13 @@ def ray_doctor_prometheus(report, prometheus, ray_nodes, hosts, hostvars):
             "problems": list(report.get("problems") or []) + problems}
 
 
+def ray_doctor_services(report, host, checks):
+    """doctor.yml's report with the head's services' line and problems added (doctor.services_check)."""
+    line, problems = doctor.services_check(host, checks or {})
+    return {**report, "lines": list(report.get("lines") or []) + ([line] if line else []),
+            "problems": list(report.get("problems") or []) + problems}
+
+
 class FilterModule:
     def filters(self):
         return {"ray_tensorboard_settings": ray_tensorboard_settings,
@@ -82,4 +89,5 @@ class FilterModule:
                 "ray_prometheus_config": ray_prometheus_config, "ray_prometheus_rules": ray_prometheus_rules,
                 "ray_monitoring_node_ips": ray_monitoring_node_ips,
                 "ray_prometheus_target_hosts": ray_prometheus_target_hosts,
-                "ray_prometheus_caught_up": ray_prometheus_caught_up, "ray_doctor_prometheus": ray_doctor_prometheus}
+                "ray_prometheus_caught_up": ray_prometheus_caught_up, "ray_doctor_prometheus": ray_doctor_prometheus,
+                "ray_doctor_services": ray_doctor_services}

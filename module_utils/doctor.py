@@ -226,3 +226,22 @@ def prometheus_check(prometheus, ray_nodes, names):
     line = (f"Prometheus {url}: {scraped} of {len(alive)} ALIVE nodes have targets, {up} targets up"
             + (f", {pending} not scraped yet" if pending else ""))
     return line, problems
+
+
+def services_check(host, checks):
+    """(line, problems) for the head's services, each judged by its own role run in check mode (ray_daemon): a folder
+    it would open is one its user cannot enter now, and a failure names what is wrong. checks: {name: result or None}."""
+    fine, problems = [], []
+    for name, result in checks.items():
+        if not isinstance(result, dict) or result.get("skipped"):
+            continue
+        if result.get("failed"):
+            said = " ".join(str(result.get("msg") or "failed").split())[:300]
+            problems.append(f"{host}: {name}: {said}")
+        elif result.get("opened"):
+            problems.append(f"{host}: {name}: its user cannot enter {', '.join(map(str, result['opened']))}, so it cannot "
+                            "read its files: re-run up.yml (it gives those folders search permission)")
+        else:
+            fine.append(name)
+    line = f"services: {', '.join(fine)}: their users reach their files" if fine else ""
+    return line, problems

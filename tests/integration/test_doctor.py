@@ -28,6 +28,21 @@ def test_a_healthy_lab_passes_with_a_row_per_node():
     assert "in use by the head" in out, run
 
 
+def test_a_service_whose_user_cannot_reach_its_files_is_named_and_up_yml_opens_the_folder():
+    # As a head's first token write once left it (issue 30): Prometheus's user can no longer enter /etc/ray-verl.
+    ssh("lab-head", "chmod 0700 /etc/ray-verl")
+    run = playbook("doctor.yml")
+    assert run.rc != 0, run
+    assert ("lab-head: Prometheus: its user cannot enter /etc/ray-verl, so it cannot read its files: re-run up.yml"
+            in flat(run.out)), run
+    assert ssh("lab-head", "stat -c %a /etc/ray-verl").strip() == "700"  # the doctor changes nothing
+    assert playbook("up.yml").rc == 0
+    assert ssh("lab-head", "stat -c %a /etc/ray-verl").strip() == "701"  # search only: its listing stays root's
+    healed = playbook("doctor.yml")
+    assert healed.rc == 0 and "services: TensorBoard, Prometheus: their users reach their files" in flat(healed.out)
+    assert healed.changed("lab-head") == 0, healed
+
+
 def test_a_store_that_refuses_the_password_is_named_with_the_fix(tmp_path):
     other = tmp_path / "store_password"
     other.write_text("0" * 64 + "\n")
