@@ -76,20 +76,20 @@ def test_a_result_too_large_or_a_symlink_is_not_read(tmp_path, capsys):
     root = str(tmp_path)
     job(root, MEASURE, "SUCCEEDED", raw_text=" " * (ray_acceptance.RESULT_CAP + 1))
     job(root, SFT, "SUCCEEDED")
-    code, out = run(capsys, root)
+    _code, out = run(capsys, root)
     assert "is larger than" in out["failures"][0]
     path = acceptance.result_path(root, MEASURE)
     os.remove(path)
     (tmp_path / "elsewhere.json").write_text(json.dumps(raw_result()))
     os.symlink(tmp_path / "elsewhere.json", path)
-    code, out = run(capsys, root)
+    _code, out = run(capsys, root)
     assert not out["ok"] and "is a symlink" in out["failures"][0]
 
 
 def test_jobs_that_failed_or_never_ran_are_named(tmp_path, capsys):
     root = str(tmp_path)
     job(root, MEASURE, "FAILED")
-    code, out = run(capsys, root, errors={"sft": "jobspec field 'x': unknown field"})
+    _code, out = run(capsys, root, errors={"sft": "jobspec field 'x': unknown field"})
     assert not out["ok"]
     assert out["failures"][0] == f"{MEASURE}: FAILED: boom"
     assert out["failures"][-1] == f"{SFT}: NOT_SUBMITTED: jobspec field 'x': unknown field"

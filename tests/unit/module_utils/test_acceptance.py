@@ -64,8 +64,8 @@ def test_a_slow_link_between_two_good_nodes_is_named_as_a_link():
 def test_a_slow_matrix_product_fails_naming_the_node_and_passes_at_the_threshold():
     verdict = verdict_of(raw_result(tflops=(0.05, 0.05, 0.02)))
     assert failed(verdict) == {("matmul", "lab-worker3")}
-    assert verdict["failures"] == ["lab-worker3 (198.18.0.13): matrix product 0.02 TFLOP/s, under 0.5 x the median "
-                                   "0.05 TFLOP/s"]
+    assert verdict["failures"] == [("lab-worker3 (198.18.0.13): matrix product 0.02 TFLOP/s, under 0.5 x the median "
+                                   "0.05 TFLOP/s")]
     assert verdict_of(raw_result(tflops=(0.05, 0.05, 0.025)))["ok"]
     assert not verdict_of(raw_result(tflops=(0.05, 0.05, 0.03)), threshold=0.7)["ok"]
 
@@ -114,7 +114,7 @@ def test_a_probe_error_after_the_matrix_products_keeps_them_and_fails_the_measur
 
 def test_one_or_two_workers_have_nothing_to_compare_links_with():
     one = verdict_of(raw_result(tflops=(0.05,)), workers=WORKERS[:1])
-    assert one["ok"] and [c for c in one["checks"] if c["kind"] == "all"][0]["skipped"]
+    assert one["ok"] and next(c for c in one["checks"] if c["kind"] == "all")["skipped"]
     assert verdict_of(raw_result(tflops=(0.05, 0.05), pair_s={"0-1": 5.0}), workers=WORKERS[:2])["ok"]
 
 
@@ -164,7 +164,7 @@ def test_junit_is_well_formed_with_one_testcase_per_check():
     assert ("acceptance.allreduce_pair", "lab-worker1-lab-worker3") in names
     slow = [c for c in cases if c.get("name") == "lab-worker3" and c.get("classname") == "acceptance.allreduce_node"]
     assert slow[0].find("failure").get("type") == "SLOW"
-    sft = [c for c in cases if c.get("classname") == "acceptance.job" and c.get("name") == "acc-sft"][0]
+    sft = next(c for c in cases if c.get("classname") == "acceptance.job" and c.get("name") == "acc-sft")
     assert sft.find("failure").get("message") == "acc-sft: FAILED: a <b> & 'c'"
 
 

@@ -97,9 +97,12 @@ def test_matmul_on_the_cpu_gives_tflops():
 
 def test_describe_and_the_backend_choice():
     import acceptance_measure as m
+    import torch
 
     info = m.describe()
-    assert info["gpus"] == 0 and info["gpu_names"] == [] and info["cpu_threads"] >= 1 and info["hostname"]
-    assert m.intra_node_allreduce() is None  # fewer than 2 GPUs: nothing across a node's own GPUs
+    assert info["cpu_threads"] >= 1 and info["hostname"] and len(info["gpu_names"]) == info["gpus"]
+    if not torch.cuda.is_available():  # the verl venv's CPU torch
+        assert info["gpus"] == 0 and m.devices() == ["cpu"]
+        assert m.intra_node_allreduce() is None  # fewer than 2 GPUs: nothing across a node's own GPUs
     assert m.backend_for([0, 0, 0]) == "gloo" and m.backend_for([8, 0]) == "gloo" and m.backend_for([8, 8]) == "nccl"
     assert m.pairs(3) == [(0, 1), (0, 2), (1, 2)] and m.pairs(1) == []
