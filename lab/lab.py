@@ -29,8 +29,9 @@ Each lab host is a set of Linux namespaces, not a VM or container image:
   init, and the kernel kills every process in the PID namespace with it
   (including Ray daemons started later over ssh).
 * filesystem: a private mount namespace with fresh tmpfs on /tmp, /run and
-  /dev/shm (Ray keeps per-node state there); the rest of the filesystem is
-  shared between hosts, like an NFS-ish lab.
+  /dev/shm (Ray keeps per-node state there), and overlays of /etc and /var/lib whose
+  upper layers are the host's own (.lab/hosts/<host>/overlay); the rest of the
+  filesystem is shared between hosts, like an NFS-ish lab.
 * hostname: a UTS namespace, so ``hostname`` answers ``lab-worker1`` etc.
 
 Besides the Ray cluster's head and workers, ``up`` makes ``lab-store`` (198.18.0.254, the

@@ -2,7 +2,7 @@
 
 A host runs as ``ip netns exec NS unshare --pid --fork --kill-child ... sh -c SCRIPT``: the script
 (``namespace_script``) names the host, mounts its private /tmp, /run and /dev/shm and its overlays of /etc and
-/var (``overlays``), and execs sshd.
+/var/lib (``overlays``), and execs sshd.
 The recorded ``unshare`` PID and its kernel start time identify the host's process (``pid_is_ours``),
 so only that process is ever signalled. ``probe`` gathers what exists of a host, ``classify`` and
 ``plan_up`` decide what `up` does with each (keep, create, recreate, remove), ``start_host`` and
@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from lab_facts import LAB_DIR, REPO_ROOT, STATE_FILE, Host, LabError, host_index, run, warn
+from lab_facts import LAB_DIR, REPO_ROOT, STATE_FILE, Host, LabError, host_index, one_line, run, warn
 from lab_files import write_if_changed
 from lab_net import add_host_netns, link_exists, netns_exists, netns_pids, pid_in_netns
 
@@ -29,11 +29,12 @@ SSHD = "/usr/sbin/sshd"
 SFTP_SERVER = "/usr/lib/openssh/sftp-server"
 KILL_TIMEOUT = 5.0
 PRIVATE_MOUNTS = (("/tmp", "mode=1777"), ("/run", "mode=0755"), ("/dev/shm", "mode=1777"))
-# /etc and /var of each host are overlays of the machine's, written under .lab/hosts/<name>/: what the playbooks write
-# there (/etc/ray-verl, /var/lib/ray-verl-*) is the host's own, like a real node's disk, and make lab-down takes it
-# away with .lab. What an earlier run left on the machine itself under the project's names is hidden (a whiteout)
-# from a new host, so every lab starts as fresh machines (a green CI once hid a 0700 /etc/ray-verl).
-OVERLAID = {"/etc": ("ray-verl",), "/var": ("lib/ray-verl-*",)}
+# /etc and /var/lib of each host are overlays of the machine's, written under .lab/hosts/<name>/: what the playbooks
+# write there (/etc/ray-verl, /var/lib/ray-verl-*) is the host's own, like a real node's disk, and make lab-down takes
+# it away with .lab. What an earlier run left on the machine itself under the project's names is hidden (a whiteout)
+# from a new host, so every lab starts as fresh machines (a green CI once hid a 0700 /etc/ray-verl). /var/lib, not
+# /var: a CI runner may keep the repository under /var (/var/tmp, a Jenkins workspace is under /var/lib itself).
+OVERLAID = {"/etc": ("ray-verl",), "/var/lib": ("ray-verl-*",)}
 # What the playbooks write on a node outside the shared root (token, services' files and data, state, units): none of
 # it may be on the machine itself after make lab-down (its tests check).
 MACHINE_STATE = ("etc/ray-verl", "run/ray-verl", "var/lib/ray-verl-*", "etc/systemd/system/ray-verl-*")
@@ -194,6 +195,13 @@ def overlays(host_dir: Path, repo_root: Path = REPO_ROOT) -> list[tuple[str, Pat
     return made
 
 
+def overlay_mounts(layers: list[tuple[str, Path]]) -> list[str]:
+    q = shlex.quote
+    return [f"mount -t overlay lab-{point.strip('/').replace('/', '-')} -o "
+            f"{q(f'lowerdir={point},upperdir={layer}/upper,workdir={layer}/work')} {q(point)}"
+            for point, layer in layers]
+
+
 def namespace_script(host: Host, config: Path, sshd_log: Path, repo_root: Path = REPO_ROOT,
                      layers: list[tuple[str, Path]] = ()) -> str:
     """Shell run as PID 1 of the host's namespaces before it becomes sshd."""
@@ -201,9 +209,7 @@ def namespace_script(host: Host, config: Path, sshd_log: Path, repo_root: Path =
     repo = str(repo_root)
     hidden = any(repo.startswith(mp + "/") for mp, _ in PRIVATE_MOUNTS)
     steps = ["set -e", f"hostname {q(host.name)}"]
-    steps += [f"mount -t overlay lab-{point.strip('/')} -o "
-              f"{q(f'lowerdir={point},upperdir={layer}/upper,workdir={layer}/work')} {q(point)}"
-              for point, layer in layers]
+    steps += overlay_mounts(layers)
     if hidden:
         # The repository (keys, sshd config, venvs) lies under a folder that gets a fresh
         # tmpfs below: hold it open and bind it back at the same path afterwards.
@@ -277,13 +283,23 @@ def start_host(host: Host, authorized_keys: Path) -> None:
         f" && exec {SSHD} -t -f {shlex.quote(str(config))}"
     )
     run(["unshare", "--mount", "--propagation", "private", "sh", "-c", check_script], host.name)
+    # The host's overlays, tried the same way: where .lab cannot hold an upper layer (on overlayfs itself, XFS without
+    # ftype) the host would die at once and lab up fail later on an ssh timeout.
+    layers = overlays(host_dir)
+    tried = run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                 " && ".join(overlay_mounts(layers)) or "true"], host.name, check=False)
+    if tried.returncode != 0:
+        kind = run(["stat", "-f", "-c", "%T", str(LAB_DIR)], check=False).stdout.strip() or "unknown"
+        raise LabError(f"{host.name}: cannot mount its overlays of {', '.join(p for p, _ in layers)} with their layers "
+                       f"in {LAB_DIR} (a {kind} filesystem): {one_line(tried.stderr) or 'no reason given'}; "
+                       "put the repository on a filesystem overlayfs accepts as an upper layer (ext4, xfs with ftype=1)")
 
     add_host_netns(host)
 
     # The child keeps its own copy of the log fd; ours is closed right away.
     with open(host_dir / "console.log", "ab") as console:
         proc = subprocess.Popen(
-            host_argv(host, namespace_script(host, config, host_dir / "sshd.log", layers=overlays(host_dir))),
+            host_argv(host, namespace_script(host, config, host_dir / "sshd.log", layers=layers)),
             stdin=subprocess.DEVNULL, stdout=console, stderr=console,
             start_new_session=True,  # Ctrl-C on lab.py must not kill the hosts
         )  # fmt: skip

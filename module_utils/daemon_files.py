@@ -1,6 +1,7 @@
 """A daemon's directories and files (module_utils/daemon_ctl.py): made, owned, moded and written as root without ever
 following a symbolic link, and reachable by the user the daemon runs as, however their parent folders were made."""
 
+import errno
 import grp
 import os
 import pwd
@@ -122,10 +123,14 @@ def _can_enter(found, uid, gids):
     return bool(found.st_mode & stat.S_IXOTH)
 
 
-def blocking(path, user):
-    """The existing parent folders of path that user cannot enter, outermost first, each with its lstat."""
+def _who(user):
     uid, gid = ids(user)
-    gids = set(os.getgrouplist(user, gid))
+    return uid, set(os.getgrouplist(user, gid))
+
+
+def blocking(path, user):
+    """The existing parent folders of path that user cannot enter, outermost first, each with its stat."""
+    uid, gids = _who(user)
     found, folder = [], os.path.dirname(path)
     while True:
         try:
@@ -139,20 +144,40 @@ def blocking(path, user):
         folder = os.path.dirname(folder)
 
 
+def _open_for_others(folder):
+    """o+x on folder, through a descriptor: never through a link, and only while root still owns it."""
+    lstat(folder)  # a link: refused, naming it
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):  # made a link since
+            raise DaemonError(f"{folder} is a symbolic link: refused (never followed by root)") from None
+        raise
+    try:
+        found = os.fstat(fd)
+        if found.st_uid != 0:
+            raise DaemonError(f"{folder} is no longer root's (uid {found.st_uid}): left as it is")
+        os.fchmod(fd, stat.S_IMODE(found.st_mode) | stat.S_IXOTH)
+    finally:
+        os.close(fd)
+
+
 def open_parents(paths, user, check):
     """Let user reach every path: a root-owned parent folder that keeps it out gets search permission for others
-    (o+x). Returns the folders opened (or that would be); a system folder, or one another user owns, is an error
-    naming it and the fix (a fresh head once made /etc/ray-verl 0700 and Prometheus could not read its files)."""
+    (o+x). Returns the folders opened (or that would be). A system folder, one another user owns, or one whose group
+    is the user's (its group bits, not the others', decide then) is an error naming it and the fix (a fresh head once
+    made /etc/ray-verl 0700 and Prometheus could not read its files)."""
+    _, gids = _who(user)
     opened = []
     for path in paths:
         for folder, found in blocking(path, user):
-            if folder in SYSTEM_DIRS or found.st_uid != 0:
+            fix = "g+x" if found.st_gid in gids else "o+x"
+            if folder in SYSTEM_DIRS or found.st_uid != 0 or fix == "g+x":
                 raise DaemonError(f"user {user} cannot enter {folder} (mode {stat.S_IMODE(found.st_mode):04o}, owner "
-                                  f"uid {found.st_uid}), on the way to {path}: give it search permission "
-                                  f"(chmod o+x {folder}) or move the daemon's files")
+                                  f"uid {found.st_uid}, group gid {found.st_gid}), on the way to {path}: give it "
+                                  f"search permission (chmod {fix} {folder}) or move the daemon's files")
             if folder not in opened:
                 opened.append(folder)
                 if not check:
-                    lstat(folder)  # refused when a link: root never changes what one leads to
-                    os.chmod(folder, stat.S_IMODE(found.st_mode) | stat.S_IXOTH, follow_symlinks=False)
+                    _open_for_others(folder)
     return opened

@@ -449,7 +449,8 @@ def test_overlays_hide_what_an_earlier_run_left_on_the_machine_and_mount_before_
     host = lab_facts.make_host(1)
     script = lab_host.namespace_script(host, tmp_path / "c", tmp_path / "l", repo_root=Path("/tmp/ci/repo"),
                                        layers=[(point, layer)])
-    mount = f"mount -t overlay lab-{point.strip('/')} -o lowerdir={point},upperdir={layer}/upper,workdir={layer}/work "
+    mount = (f"mount -t overlay lab-{point.strip('/').replace('/', '-')} -o "
+             f"lowerdir={point},upperdir={layer}/upper,workdir={layer}/work ")
     assert mount in script and script.index(mount) < script.index("lab-tmp /tmp")
 
 

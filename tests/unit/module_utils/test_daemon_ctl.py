@@ -374,7 +374,7 @@ def test_a_parent_another_user_owns_or_a_system_folder_is_named_never_opened(ope
     os.mkdir(theirs, 0o700)
     os.chown(theirs, 65534, 65534)
     with pytest.raises(daemon_ctl.DaemonError, match=rf"user redis cannot enter {theirs} \(mode 0700, owner uid "
-                                                     r"65534\).*chmod o\+x"):
+                                                     r"65534, group gid 65534\).*chmod o\+x"):
         daemon_ctl.converge(daemon_files_under(open_base, "redis"), Host(), check=False, systemd=False)
     assert os.stat(theirs).st_mode & 0o777 == 0o700
     os.chown(theirs, 0, 0)
@@ -382,3 +382,24 @@ def test_a_parent_another_user_owns_or_a_system_folder_is_named_never_opened(ope
     with pytest.raises(daemon_ctl.DaemonError, match="user nobody cannot enter"):
         daemon_ctl.converge(daemon_files_under(open_base, "nobody"), Host(), check=False, systemd=False)
     assert os.stat(theirs).st_mode & 0o777 == 0o700
+
+
+def test_a_root_folder_of_the_users_own_group_is_named_with_g_x_never_opened_in_vain(open_base):
+    # Its group bits, not the others', decide for a member of its group: o+x would change nothing, every run.
+    conf = os.path.join(open_base, "etc-ray-verl")
+    os.mkdir(conf, 0o700)
+    os.chown(conf, 0, 65534)  # root:nogroup, nobody's own group
+    with pytest.raises(daemon_ctl.DaemonError, match=rf"user nobody cannot enter {conf} .*chmod g\+x {conf}"):
+        daemon_ctl.converge(daemon_files_under(open_base, "nobody"), Host(), check=True, systemd=False)
+    assert os.stat(conf).st_mode & 0o777 == 0o700
+
+
+def test_a_linked_parent_is_never_opened(open_base):
+    real = os.path.join(open_base, "real")
+    os.mkdir(real, 0o700)
+    os.mkdir(os.path.join(real, "prometheus"))
+    os.chmod(os.path.join(real, "prometheus"), 0o755)
+    os.symlink(real, os.path.join(open_base, "etc-ray-verl"))  # the daemon's folder itself is reached through it
+    with pytest.raises(daemon_ctl.DaemonError, match="is a symbolic link: refused"):
+        daemon_ctl.converge(daemon_files_under(open_base, "nobody"), Host(), check=False, systemd=False)
+    assert os.stat(real).st_mode & 0o777 == 0o700
