@@ -109,7 +109,8 @@ def main(argv):
 
     config = yaml.safe_load(text) or {}
     attention = {key: lookup(config, key) for key in request.get("attn_keys", [])}
-    facts = {"python": sys.executable, "attention": attention}
+    facts = {"python": sys.executable, "attention": attention,
+             "strategies": {key: lookup(config, where) for key, where in request.get("strategy_keys", {}).items()}}
     if request.get("valuehead"):
         from verl.utils import model
 

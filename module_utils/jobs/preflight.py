@@ -53,6 +53,20 @@ def run(module, spec, config, runtime_env, resume_path=None, nodes=None):
     answer = on_head(module, probe, job_env(runtime_env))
     if isinstance(answer, str):
         answer = on_worker(config, probe, runtime_env, nodes, spec.submission_id, answer)
+    facts, problem = judge(spec, answer, nodes, compose)
+    if problem and facts["where"] == "the head" and not carries_work(nodes) and pick_worker(nodes):
+        # The verdict came from the head's own libraries (flash_attn, verl's platform), which need not be the
+        # workers': a worker, where the job runs, decides before anything is refused.
+        answer = on_worker(config, probe, runtime_env, nodes, spec.submission_id,
+                           f"it would refuse the job ({problem.split(': ', 1)[-1][:120]}...), and jobs run on workers")
+        facts, problem = judge(spec, answer, nodes, compose)
+    if problem:
+        raise Failed(problem, compose_cmd=" ".join(compose))
+    return facts
+
+
+def judge(spec, answer, nodes, compose):
+    """(facts, the first check's refusal or None) from one run of the probe; Failed when verl refused the config."""
     rc_, out, err, where = answer
     if rc_ != 0:
         lines = [line.strip() for line in (err or out or "").strip().splitlines() if line.strip()]
@@ -63,11 +77,9 @@ def run(module, spec, config, runtime_env, resume_path=None, nodes=None):
         raise Failed(f"{spec.submission_id}: the preflight on {where} printed no {verl_probe.MARK} line "
                      f"(nothing submitted); -e preflight=false skips it", compose_cmd=" ".join(compose))
     facts["where"] = where
-    for problem in (checks.attention(spec.submission_id, spec.workload, facts, where),
-                    checks.placement(spec.submission_id, spec.workload, facts, spec.resources, nodes)):
-        if problem:
-            raise Failed(problem, compose_cmd=" ".join(compose))
-    return facts
+    problems = (checks.attention(spec.submission_id, spec.workload, facts, where),
+                checks.placement(spec.submission_id, spec.workload, facts, spec.resources, nodes))
+    return facts, next((p for p in problems if p), None)
 
 
 def parse(out):
@@ -95,11 +107,19 @@ def on_head(module, probe, env):
     return rc_, out, err, "the head"
 
 
+def _workers(nodes):
+    """The ALIVE nodes jobs run on: those carrying worker_node (a one-box site's head among them)."""
+    return [n for n in nodes or () if n.get("state") == "ALIVE" and "worker_node" in (n.get("resources_total") or {})]
+
+
+def carries_work(nodes):
+    """Whether the head is one of them (a one-box site): its verdict is then a worker's."""
+    return any(n.get("is_head_node") for n in _workers(nodes))
+
+
 def pick_worker(nodes):
-    """The ALIVE worker (it carries worker_node) the probe runs on: the first by IP, or None."""
-    workers = [n for n in nodes or () if n.get("state") == "ALIVE" and not n.get("is_head_node")
-               and "worker_node" in (n.get("resources_total") or {})]
-    return min(workers, key=lambda n: str(n.get("node_ip")), default=None)
+    """The ALIVE worker the probe runs on: the first by IP, or None."""
+    return min(_workers(nodes), key=lambda n: str(n.get("node_ip")), default=None)
 
 
 def on_worker(config, probe, runtime_env, nodes, sid, why, timeout_s=REMOTE_TIMEOUT_S, ray_module=None):
@@ -108,7 +128,7 @@ def on_worker(config, probe, runtime_env, nodes, sid, why, timeout_s=REMOTE_TIME
     if node is None:
         raise Failed(f"{sid}: the head cannot compose the job's config ({why}) and no ALIVE worker can: "
                      "run up.yml, or -e preflight=false to skip the preflight (nothing submitted)")
-    where = f"worker {node.get('node_ip')}"
+    where = f"{'the head, a worker here,' if node.get('is_head_node') else 'worker'} {node.get('node_ip')}"
     late = (f"{sid}: the preflight on {where} did not finish in {timeout_s} s (the head's Python cannot: {why}): "
             "is the node busy or its Python slow to import verl? -e preflight=false skips it (nothing submitted)")
     ray = ray_module or _import_ray()
@@ -118,8 +138,7 @@ def on_worker(config, probe, runtime_env, nodes, sid, why, timeout_s=REMOTE_TIME
                      logging_level="ERROR")
             # coreutils' timeout ends the probe itself (a cancelled task would leave its child running).
             ref = _remote_run(ray, node, runtime_env).remote(
-                ["timeout", "-k", "10", str(timeout_s), *probe], capture_output=True, text=True,
-                cwd=tempfile.gettempdir())
+                ["timeout", "-k", "10", str(timeout_s), *probe], capture_output=True, text=True, cwd="/")
             try:
                 done = ray.get(ref, timeout=timeout_s + 60)  # + the task's placement and its runtime_env
             except ray.exceptions.GetTimeoutError:

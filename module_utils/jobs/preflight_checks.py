@@ -14,6 +14,11 @@ ATTENTION_KEYS = {"sft": ("model.override_config.attn_implementation",),
                   "grpo": (_ACTOR,),
                   "ppo": (_ACTOR, _CRITIC)}
 VALUEHEAD = ("ppo",)  # workloads with a critic (adv_estimator gae)
+# The engine that loads each model: only FSDP's goes through transformers and its attn_implementation (Megatron and
+# verl's other engines have attention of their own, and never import flash_attn for it).
+STRATEGY_KEYS = {"model.override_config.attn_implementation": "engine.strategy",
+                 _ACTOR: "actor_rollout_ref.actor.strategy", _CRITIC: "critic.strategy"}
+_HF_STRATEGIES = (None, "fsdp", "fsdp2")
 # Which of verl's pool classes places a trainer's GPU workers, and so how many CPUs each GPU bundle asks:
 # sft_trainer_ray builds a RayResourcePool itself (its default max_colocate_count: 10 in verl 0.9.1), main_ppo a
 # ResourcePoolManager (3); the probe reads both defaults from the job's own verl.
@@ -24,7 +29,16 @@ _LISTED = 6  # nodes named in a message at most
 
 def request(workload):
     """What the probe is asked for a workload (its first argument, as JSON)."""
-    return {"attn_keys": list(ATTENTION_KEYS.get(workload, ())), "valuehead": workload in VALUEHEAD}
+    keys = ATTENTION_KEYS.get(workload, ())
+    return {"attn_keys": list(keys), "valuehead": workload in VALUEHEAD,
+            "strategy_keys": {key: STRATEGY_KEYS[key] for key in keys}}
+
+
+def _transformers(facts, key):
+    """Whether the model behind an attention key loads through transformers (FSDP): an unknown engine (an older
+    probe, an interpolation) counts as FSDP, verl's default."""
+    strategy = (facts.get("strategies") or {}).get(key)
+    return strategy in _HF_STRATEGIES or not isinstance(strategy, str) or strategy.startswith("${")
 
 
 def attention(sid, workload, facts, where):
@@ -33,8 +47,9 @@ def attention(sid, workload, facts, where):
     if not error:
         return None
     flash = [key for key, value in (facts.get("attention") or {}).items()
-             if value in (None, verl_probe.FLASH) and not (key == _CRITIC and workload in VALUEHEAD)]
-    critic = workload in VALUEHEAD and facts.get("valuehead_flash")
+             if value in (None, verl_probe.FLASH) and not (key == _CRITIC and workload in VALUEHEAD)
+             and _transformers(facts, key)]
+    critic = workload in VALUEHEAD and facts.get("valuehead_flash") and _transformers(facts, _CRITIC)
     if not flash and not critic:
         return None
     asks = []
@@ -43,7 +58,7 @@ def attention(sid, workload, facts, where):
     if critic:
         asks.append("ppo's critic (verl 0.9.1's load_valuehead_model loads it with flash_attention_2 whatever "
                     "critic.model.override_config says)")
-    overrides = " ".join(f"+{key}=sdpa" for key in flash)
+    overrides = " ".join(f"++{key}=sdpa" for key in flash)
     if not critic:
         fixes = f"install flash-attn into the job's Python, or add the override(s) {overrides}"
     else:

@@ -56,6 +56,7 @@ def test_verl_itself_defaults_to_flash_attention_and_asks_10_and_3_cpus_a_gpu_bu
     assert "flash_attn" in facts["flash_attn_error"]
     assert facts["resource"] == "GPU"
     assert facts["cpus_per_bundle"] == {"RayResourcePool": 10, "ResourcePoolManager": 3}
+    assert facts["strategies"] == {"model.override_config.attn_implementation": "fsdp"}  # engine.strategy
 
 
 @needs_verl

@@ -97,7 +97,9 @@ def test_a_head_with_the_jobs_python_composes_there_once_and_asks_ray_for_no_dri
     (args, kwargs), = head.calls
     assert args[:2] == ["python", "-c"] and args[2] == preflight.source()
     assert json.loads(args[3]) == {"attn_keys": ["actor_rollout_ref.model.override_config.attn_implementation"],
-                                   "valuehead": False}
+                                   "valuehead": False, "strategy_keys": {
+                                       "actor_rollout_ref.model.override_config.attn_implementation":
+                                           "actor_rollout_ref.actor.strategy"}}
     assert args[4] == "verl.trainer.main_ppo" and args[-2:] == ["--cfg", "job"]
     # The job's environment: its PYTHONPATH and env vars, never the module's RAY_ADDRESS.
     env = kwargs["environ_update"]
@@ -154,22 +156,50 @@ def test_no_worker_to_compose_on_is_said(ray, ray_config, capsys, monkeypatch):
     assert not ray.submitted
 
 
+KEY = "actor_rollout_ref.model.override_config.attn_implementation"
+NO_FLASH = probe_output(attention={KEY: None}, flash_attn_error="ModuleNotFoundError: No module named 'flash_attn'")
+
+
 def test_flash_attention_without_flash_attn_is_refused_with_both_fixes(ray, ray_config, capsys, monkeypatch):
-    key = "actor_rollout_ref.model.override_config.attn_implementation"
-    Head(monkeypatch, (0, probe_output(attention={key: None},
-                                       flash_attn_error="ModuleNotFoundError: No module named 'flash_attn'"), ""))
+    Head(monkeypatch, (0, NO_FLASH, ""))
+    monkeypatch.setattr(rc, "list_nodes", lambda url: [HEAD, HEX_WORKER])
+    # The head lacks flash_attn: a worker, where the job runs, decides, and lacks it too.
+    driver = DriverRay(subprocess.CompletedProcess([], 0, NO_FLASH, ""))
+    monkeypatch.setattr(preflight, "_import_ray", lambda: driver)
     code, out = submit(capsys, ray_config, grpo(ray_config))
     assert code == 1, out
     msg = out["msg"]
-    assert "install flash-attn into the job's Python" in msg and f"+{key}=sdpa" in msg
-    assert "No module named 'flash_attn'" in msg and "the head" in msg and "\n" not in msg
+    assert "install flash-attn into the job's Python" in msg and f"++{KEY}=sdpa" in msg
+    assert "No module named 'flash_attn'" in msg and "on worker 10.0.0.11" in msg and "\n" not in msg
+    assert len(driver.calls) == 1
     assert not ray.submitted and not os.path.exists(record(ray_config, GRPO_SID))
 
 
+def test_a_head_without_flash_attn_does_not_refuse_a_job_whose_workers_have_it(ray, ray_config, capsys, monkeypatch):
+    Head(monkeypatch, (0, NO_FLASH, ""))
+    monkeypatch.setattr(rc, "list_nodes", lambda url: [HEAD, HEX_WORKER])
+    driver = DriverRay(subprocess.CompletedProcess([], 0, probe_output(attention={KEY: None}), ""))
+    monkeypatch.setattr(preflight, "_import_ray", lambda: driver)
+    code, out = submit(capsys, ray_config, grpo(ray_config))
+    assert code == 0, out
+    assert len(ray.submitted) == 1 and len(driver.calls) == 1
+
+
+def test_a_one_box_head_is_the_worker_and_decides_alone(ray, ray_config, capsys, monkeypatch):
+    box = {**HEAD, "resources_total": {"CPU": 8.0, "GPU": 4.0, "worker_node": 1.0}}
+    Head(monkeypatch, (0, NO_FLASH, ""))
+    monkeypatch.setattr(rc, "list_nodes", lambda url: [box])
+    monkeypatch.setattr(preflight, "_import_ray", lambda: pytest.fail("the head is where the job runs"))
+    code, out = submit(capsys, ray_config, grpo(ray_config))
+    assert code == 1 and "on the head" in out["msg"], out
+
+
 def test_gpu_bundles_no_node_can_hold_are_refused_naming_the_nodes(ray, ray_config, capsys, monkeypatch):
-    gpu_worker = {**WORKER, "resources_total": {"CPU": 8.0, "GPU": 4.0, "worker_node": 1.0}}
+    gpu_worker = {**HEX_WORKER, "resources_total": {"CPU": 8.0, "GPU": 4.0, "worker_node": 1.0}}
     monkeypatch.setattr(rc, "list_nodes", lambda url: [HEAD, gpu_worker])
     Head(monkeypatch, (0, probe_output(resource="GPU"), ""))
+    driver = DriverRay(subprocess.CompletedProcess([], 0, probe_output(resource="GPU"), ""))
+    monkeypatch.setattr(preflight, "_import_ray", lambda: driver)
     code, out = submit(capsys, ray_config, grpo(ray_config, resources={"n_gpus_per_node": 4}))
     assert code == 1, out
     msg = out["msg"]

@@ -59,3 +59,16 @@ def test_too_few_cpus_for_the_gpus_names_each_node_short_and_what_the_job_asks()
     assert "(40 CPU, 4 GPU a node), and 1 ALIVE node(s) can hold that: 10.0.0.11 has 32 CPU, 4 GPU:" in problem
     assert "10.0.0.10" not in problem and "10.0.0.13" not in problem and "10.0.0.12" not in problem
     assert checks.placement("p-1", "ppo", GPU, resources(2, 4), nodes) is None  # main_ppo: 3 a bundle, 12 a node
+
+
+def test_only_models_fsdp_loads_through_transformers_are_asked_for_flash_attn():
+    facts = {"attention": {SFT_KEY: None}, "flash_attn_error": NO_FLASH, "strategies": {SFT_KEY: "megatron"}}
+    assert checks.attention("s", "sft", facts, "the head") is None  # Megatron's attention is its own
+    for strategy in ("fsdp", "fsdp2", None, "${actor_rollout_ref.actor.strategy}"):
+        facts["strategies"] = {SFT_KEY: strategy}
+        assert checks.attention("s", "sft", facts, "the head"), strategy
+    ppo = {"attention": {checks._ACTOR: "sdpa", checks._CRITIC: "sdpa"}, "valuehead_flash": True,
+           "flash_attn_error": NO_FLASH, "strategies": {checks._ACTOR: "fsdp", checks._CRITIC: "megatron"}}
+    assert checks.attention("p", "ppo", ppo, "the head") is None
+    assert checks.request("ppo")["strategy_keys"] == {checks._ACTOR: "actor_rollout_ref.actor.strategy",
+                                                      checks._CRITIC: "critic.strategy"}
