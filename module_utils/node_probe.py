@@ -154,6 +154,9 @@ def _nvml_count(lib):
         lib.nvmlShutdown()
 
 
+NVIDIA_SMI_TIMEOUT_S = 60
+
+
 def count_gpus(run_command):
     """(GPUs, how they were counted) on this node: nvidia-smi (on the PATH or in NVIDIA_SMI_DIRS), else NVML.
 
@@ -163,7 +166,12 @@ def count_gpus(run_command):
     """
     smi = find_nvidia_smi()
     if smi:
-        rc, out, err = run_command([smi, *NVIDIA_SMI_QUERY])
+        # A wedged driver can keep nvidia-smi waiting for ever: coreutils' timeout ends it (rc 124), a driver fault.
+        limit = shutil.which("timeout", path=os.environ.get("PATH", "") + os.pathsep + "/usr/bin:/bin")
+        rc, out, err = run_command([limit, "-k", "5", str(NVIDIA_SMI_TIMEOUT_S), smi, *NVIDIA_SMI_QUERY] if limit
+                                   else [smi, *NVIDIA_SMI_QUERY])
+        if rc in (124, 137) and limit:
+            raise GpuDriverError(f"{smi} did not answer within {NVIDIA_SMI_TIMEOUT_S} s (a hung driver?)")
         if rc == 0:
             return len([line for line in out.splitlines() if line.strip()]), smi
         lines = [line.strip() for line in f"{err}\n{out}".splitlines() if line.strip()]

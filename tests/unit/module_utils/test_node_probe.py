@@ -141,6 +141,13 @@ def test_a_failing_driver_is_an_error_naming_the_command_and_its_first_line(no_d
         node_probe.gpu_count(real_run, "auto")
 
 
+def test_a_hung_driver_is_ended_and_said_never_waited_for(no_driver, monkeypatch):
+    monkeypatch.setattr(node_probe, "NVIDIA_SMI_TIMEOUT_S", 1)
+    smi = script(no_driver / "driver", "nvidia-smi", "exec /bin/sleep 30")
+    with pytest.raises(node_probe.GpuDriverError, match=rf"^{smi} did not answer within 1 s \(a hung driver\?\)$"):
+        node_probe.count_gpus(real_run)
+
+
 def test_a_driver_without_gpus_counts_zero_and_auto_refuses_it(no_driver):
     smi = script(no_driver / "path", "nvidia-smi", "echo 'No devices were found'; exit 6")
     assert node_probe.count_gpus(real_run) == (0, smi)
