@@ -130,6 +130,10 @@ __all__ = [
 ]
 
 
+# Where the lab's hosts mount the shared root (the lab's shared_root_path, the project's default).
+MOUNT_POINT = Path("/private")
+
+
 # ------------------------------------------------------------ preconditions
 
 
@@ -181,6 +185,10 @@ def cmd_up(workers: int, store: bool = True) -> int:
     key = ensure_keys()
     authorized_keys = key.parent / "authorized_keys"
     (LAB_DIR / "private").mkdir(exist_ok=True)
+    if not MOUNT_POINT.exists():
+        # The hosts bind the shared root there, on the machine's own /: made here, so down knows to take it away.
+        MOUNT_POINT.mkdir(mode=0o755)
+        (LAB_DIR / "made-mount-point").touch()
     ensure_bridge()
 
     current = load_state(strict=True)
@@ -253,6 +261,9 @@ def cmd_down() -> int:
         run(["ip", "link", "delete", BRIDGE], BRIDGE)
         log(f"removed bridge {BRIDGE}")
 
+    if (LAB_DIR / "made-mount-point").exists() and MOUNT_POINT.is_dir() and not MOUNT_POINT.is_symlink() \
+            and not os.path.ismount(MOUNT_POINT) and not any(MOUNT_POINT.iterdir()):
+        MOUNT_POINT.rmdir()
     mounted = mounts_under(LAB_DIR)
     if mounted:
         # Never rm -rf through a mount (it could be shared data).
