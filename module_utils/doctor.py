@@ -238,6 +238,9 @@ def services_check(host, checks):
         if result.get("failed"):
             said = " ".join(str(result.get("msg") or "failed").split())[:300]
             problems.append(f"{host}: {name}: {said}")
+        elif result.get("installed"):
+            problems.append(f"{host}: {name}: its package {result['installed']} is not installed: re-run up.yml "
+                            "(it installs it)")
         elif result.get("opened"):
             problems.append(f"{host}: {name}: its user cannot enter {', '.join(map(str, result['opened']))}, so it cannot "
                             "read its files: re-run up.yml (it gives those folders search permission)")

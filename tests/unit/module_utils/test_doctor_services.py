@@ -26,3 +26,10 @@ def test_the_filter_adds_to_the_doctors_report():
     judged = ray_doctor_services(report, "h", {"Prometheus": {"opened": ["/etc/x"]}, "TensorBoard": {"opened": []}})
     assert judged["lines"] == ["table", "services: TensorBoard: their users reach their files"]
     assert judged["problems"][0] == "w1: clock" and judged["problems"][1].startswith("h: Prometheus: its user cannot")
+
+
+def test_a_service_whose_package_is_missing_is_not_said_to_reach_its_files():
+    line, problems = doctor.services_check("h", {"Prometheus": {"changed": True, "installed": "prometheus",
+                                                                "opened": []}})
+    assert line == "" and problems == [("h: Prometheus: its package prometheus is not installed: re-run up.yml "
+                                        "(it installs it)")]
