@@ -99,6 +99,7 @@ from lab_facts import (  # isort: skip
 from lab_files import load_state, lock_lab, render_inventory, save_state, write_if_changed  # isort: skip
 from lab_host import SSHD, classify, machine_leftovers, pid_is_ours, plan_up, probe, start_host, stop_host  # isort: skip
 from lab_net import (  # isort: skip
+    NETNS_RUN_DIR,
     bridge_master,
     ensure_bridge,
     link_exists,
@@ -113,6 +114,7 @@ __all__ = [
     "DASHBOARD_URL",
     "HEAD_IP",
     "LAB_DIR",
+    "MADE_DIRS",
     "STORE_IP",
     "SUBNET",
     "TOKEN_FILE",
@@ -130,8 +132,12 @@ __all__ = [
 ]
 
 
-# Where the lab's hosts mount the shared root (the lab's shared_root_path, the project's default).
-MOUNT_POINT = Path("/private")
+# Folders on the machine's own / that a lab brings about: where its hosts mount the shared root (the lab's
+# shared_root_path, the project's default), and iproute2's folder of named netns, a bind mount of itself. Each one
+# absent before lab-up is noted (.lab/made/), and down takes it away once empty; True: iproute2's own mount, undone.
+SHARED_ROOT_MOUNT = Path("/private")
+MADE_DIRS = {SHARED_ROOT_MOUNT: False, NETNS_RUN_DIR: True}
+MADE_NOTES = LAB_DIR / "made"
 
 
 # ------------------------------------------------------------ preconditions
@@ -185,10 +191,7 @@ def cmd_up(workers: int, store: bool = True) -> int:
     key = ensure_keys()
     authorized_keys = key.parent / "authorized_keys"
     (LAB_DIR / "private").mkdir(exist_ok=True)
-    if not MOUNT_POINT.exists():
-        # The hosts bind the shared root there, on the machine's own /: made here, so down knows to take it away.
-        MOUNT_POINT.mkdir(mode=0o755)
-        (LAB_DIR / "made-mount-point").touch()
+    note_made_dirs()
     ensure_bridge()
 
     current = load_state(strict=True)
@@ -231,6 +234,32 @@ def cmd_up(workers: int, store: bool = True) -> int:
     return 0
 
 
+def note_made_dirs() -> None:
+    MADE_NOTES.mkdir(exist_ok=True)
+    for path in MADE_DIRS:
+        if not path.exists() and not (MADE_NOTES / path.name).exists():
+            (MADE_NOTES / path.name).touch()
+    if not SHARED_ROOT_MOUNT.exists():
+        SHARED_ROOT_MOUNT.mkdir(mode=0o755)  # the hosts bind the shared root there
+
+
+def remove_made_dirs() -> None:
+    """Take away what lab-up brought about on the machine's /, once nothing is left in it: never through a link or a
+    mount other than iproute2's own."""
+    for path, own_mount in MADE_DIRS.items():
+        if not (MADE_NOTES / path.name).exists() or path.is_symlink() or not path.is_dir() or any(path.iterdir()):
+            continue
+        mounted = str(path) in mounts_under(path)  # a bind of itself is no mount to os.path.ismount
+        if mounted and not own_mount:
+            continue
+        for _ in range(3 if mounted else 0):  # iproute2 may have bound it more than once
+            run(["umount", str(path)], str(path), check=False)
+            if str(path) not in mounts_under(path):
+                break
+        if str(path) not in mounts_under(path):
+            path.rmdir()
+
+
 def cmd_down() -> int:
     require_root()
     require_tools("ip")
@@ -261,9 +290,7 @@ def cmd_down() -> int:
         run(["ip", "link", "delete", BRIDGE], BRIDGE)
         log(f"removed bridge {BRIDGE}")
 
-    if (LAB_DIR / "made-mount-point").exists() and MOUNT_POINT.is_dir() and not MOUNT_POINT.is_symlink() \
-            and not os.path.ismount(MOUNT_POINT) and not any(MOUNT_POINT.iterdir()):
-        MOUNT_POINT.rmdir()
+    remove_made_dirs()
     mounted = mounts_under(LAB_DIR)
     if mounted:
         # Never rm -rf through a mount (it could be shared data).

@@ -96,7 +96,12 @@ def wait_for(predicate, timeout, what):
 
 
 # The fixture below takes the name `lab`: the lab's tools stay reachable under this one.
-machine_leftovers = lab.machine_leftovers
+lab_tools = lab
+
+
+def machine_leftovers():
+    """What a lab leaves on the machine itself: the nodes' state, and the folders lab-up brought about."""
+    return lab_tools.machine_leftovers() + [str(path) for path in lab_tools.MADE_DIRS if path.exists()]
 
 
 @pytest.fixture(scope="session")

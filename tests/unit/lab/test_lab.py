@@ -461,3 +461,18 @@ def test_machine_leftovers_names_the_projects_node_paths_only(tmp_path):
     assert lab_host.machine_leftovers(tmp_path) == [
         str(tmp_path / p) for p in ("etc/ray-verl", "etc/systemd/system/ray-verl-x.service", "run/ray-verl",
                                     "var/lib/ray-verl-prometheus")]
+
+
+def test_down_takes_away_only_the_empty_folders_lab_up_noted(tmp_path, monkeypatch):
+    made, kept, full, linked = (tmp_path / name for name in ("made", "kept", "full", "linked"))
+    monkeypatch.setattr(lab, "MADE_DIRS", {made: False, kept: False, full: True, linked: False})
+    monkeypatch.setattr(lab, "MADE_NOTES", tmp_path / "notes")
+    monkeypatch.setattr(lab, "SHARED_ROOT_MOUNT", made)
+    kept.mkdir()  # there before lab-up: not the lab's
+    lab.note_made_dirs()
+    assert made.is_dir() and sorted(p.name for p in (tmp_path / "notes").iterdir()) == ["full", "linked", "made"]
+    full.mkdir()
+    (full / "data").write_text("x")
+    linked.symlink_to(kept)
+    lab.remove_made_dirs()
+    assert not made.exists() and kept.is_dir() and (full / "data").exists() and linked.is_symlink()
