@@ -177,7 +177,9 @@ def judge(result, workers, measure_job=None, sft_job=None, threshold=THRESHOLD, 
         checks.append(_check("all", "all workers", "the all-reduces did not run (see the measuring job)"))
     else:
         checks.append(_check("all", "all workers", skipped="one worker: no all-reduce across workers"))
-    checks.append(_job_check("sft", sft_job))
+    # No SFT job: not asked for (acceptance_sft=false), which the playbook says by leaving its id out.
+    checks.append(_job_check("sft", sft_job) if sft_job is not None
+                  else _check("sft", "the SFT job", skipped="not asked (acceptance_sft=false)"))
     failures = [c["message"] for c in checks if not c["ok"]]
     slowest = {key: min(((n[key], n["host"]) for n in nodes if n[key] is not None), default=(None, None))[::-1]
                for key in ("tflops", "link")}

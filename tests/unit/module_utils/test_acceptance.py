@@ -98,7 +98,7 @@ def test_a_missing_worker_a_failed_job_and_no_result_are_named():
     assert verdict["failures"][1] == "acc-sft: FAILED: OOM"
     verdict = acceptance.judge(None, WORKERS, {"submission_id": "acc-measure", "state": "FAILED",
                                                "error": "it left no result"}, None)
-    assert ("measure", "acc-measure") in failed(verdict) and ("sft", "the SFT job") in failed(verdict)
+    assert ("measure", "acc-measure") in failed(verdict) and ("sft", "the SFT job") not in failed(verdict)
     assert verdict["failures"][0] == "acc-measure: FAILED: it left no result"
     assert acceptance_report.table(verdict)[-1].startswith("FAIL")
 
@@ -110,6 +110,12 @@ def test_a_probe_error_after_the_matrix_products_keeps_them_and_fails_the_measur
     assert ("measure", "acc-measure") in failed(verdict) and ("all", "all workers") in failed(verdict)
     assert "no answer within 300 s from node(s) 198.18.0.13" in verdict["failures"][0]
     assert all(n["tflops"] == 0.05 for n in verdict["nodes"])
+
+
+def test_an_sft_not_asked_for_is_skipped_not_failed():
+    verdict = verdict_of(raw_result(tflops=(0.05, 0.05, 0.05)), sft=None)
+    sft = next(c for c in verdict["checks"] if c["kind"] == "sft")
+    assert verdict["ok"] and sft["ok"] and sft["skipped"] == "not asked (acceptance_sft=false)"
 
 
 def test_one_or_two_workers_have_nothing_to_compare_links_with():
