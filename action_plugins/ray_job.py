@@ -20,9 +20,10 @@ from ansible.utils.vars import load_extra_vars
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the bootstrap: see plugin_utils
 from plugin_utils import PROJECT_ROOT, jobspec_input, ray_action
 
-from ansible.module_utils import conventions, redaction  # isort: skip
+from ansible.module_utils.base import conventions  # isort: skip
+from ansible.module_utils.base import redaction  # isort: skip
 from ansible.module_utils.jobs import options  # isort: skip
-from ansible.module_utils.jobspec_fields import ENV_NAME_RULE  # isort: skip
+from ansible.module_utils.jobspec.fields import ENV_NAME_RULE  # isort: skip
 from ansible.module_utils.jobs.status import JobStatus, RecordError  # isort: skip
 
 display = Display()

@@ -1,4 +1,4 @@
-"""Documentation of the connection options every Ray module shares (module_utils/ray_connection.py)."""
+"""Documentation of the connection options every Ray module shares (module_utils/base/ray_connection.py)."""
 
 
 class ModuleDocFragment:

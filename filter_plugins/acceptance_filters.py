@@ -8,7 +8,7 @@ from ansible.errors import AnsibleFilterError
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the bootstrap: see plugin_utils
 from plugin_utils import acceptance
 
-from ansible.module_utils.jobspec_fields import JobSpecError  # isort: skip
+from ansible.module_utils.jobspec.fields import JobSpecError  # isort: skip
 
 
 def ray_verl_acceptance_measure(submission_id, shared_root, python, payload_bytes=None, warmup=None, timed=None,

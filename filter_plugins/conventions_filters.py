@@ -1,4 +1,4 @@
-"""Filters exposing the project's conventions (module_utils/conventions.py) to roles and playbooks."""
+"""Filters exposing the project's conventions (module_utils/base/conventions.py) to roles and playbooks."""
 
 import os
 import sys
@@ -8,7 +8,7 @@ from ansible.errors import AnsibleFilterError
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the bootstrap: see plugin_utils
 import plugin_utils  # noqa: F401 - ansible.module_utils.<helper> from here on
 
-from ansible.module_utils import conventions  # isort: skip
+from ansible.module_utils.base import conventions  # isort: skip
 
 
 def ray_verl_paths(shared_root):

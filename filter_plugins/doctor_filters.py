@@ -1,4 +1,4 @@
-"""The doctor's judgement as a filter: every node's ray_doctor results side by side (module_utils/doctor.py)."""
+"""The doctor's judgement as a filter: every node's ray_doctor results side by side (module_utils/node/doctor.py)."""
 
 import importlib.metadata
 import os
@@ -8,7 +8,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the bootstrap: see plugin_utils
 import plugin_utils  # noqa: F401 - ansible.module_utils.<helper> from here on
 
-from ansible.module_utils import doctor  # isort: skip
+from ansible.module_utils.node import doctor  # isort: skip
 
 
 def _control_ray():

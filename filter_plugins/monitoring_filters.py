@@ -9,7 +9,7 @@ from ansible.errors import AnsibleFilterError
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the bootstrap: see plugin_utils
 from plugin_utils import monitoring
 
-from ansible.module_utils import doctor  # isort: skip
+from ansible.module_utils.node import doctor  # isort: skip
 
 
 def _checked(build, value):

@@ -21,7 +21,7 @@ import lab  # the lab's addresses and files
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the bootstrap: see plugin_utils
 from plugin_utils import PROJECT_ROOT as ROOT
 
-from ansible.module_utils import ray_cluster  # isort: skip
+from ansible.module_utils.base import ray_cluster  # isort: skip
 
 DASHBOARD = lab.DASHBOARD_URL
 TOKEN = str(lab.TOKEN_FILE)

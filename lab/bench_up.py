@@ -32,8 +32,8 @@ import lab  # the lab's addresses and files
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the bootstrap: see plugin_utils
 from plugin_utils import PROJECT_ROOT as ROOT
 
-from ansible.module_utils import ray_cluster  # isort: skip
-from ansible.module_utils.ray_node_ctl import REDIS_PASSWORD_ARG  # isort: skip
+from ansible.module_utils.base import ray_cluster  # isort: skip
+from ansible.module_utils.node.ray_ctl import REDIS_PASSWORD_ARG  # isort: skip
 
 KEY = str(lab.ssh_key())
 TOKEN = str(lab.TOKEN_FILE)

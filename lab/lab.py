@@ -74,7 +74,7 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the bootstrap: see plugin_utils
 import plugin_utils  # noqa: F401 - ansible.module_utils.<helper> from here on
 
-from ansible.module_utils.conventions import one_line  # isort: skip
+from ansible.module_utils.base.conventions import one_line  # isort: skip
 from lab_facts import (  # isort: skip
     BRIDGE,
     DASHBOARD_URL,

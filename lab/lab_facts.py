@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the bootstrap: see plugin_utils
 import plugin_utils  # noqa: F401 - ansible.module_utils.<helper> from here on
 
-from ansible.module_utils.conventions import one_line  # isort: skip
+from ansible.module_utils.base.conventions import one_line  # isort: skip
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 LAB_DIR = REPO_ROOT / ".lab"

@@ -9,7 +9,7 @@ description:
   - Reads the measuring job's result (C(checkpoints/acceptance.json) in its record, written by
     C(acceptance_probe) on a worker; at most 4 MiB, never through a symlink, read as data and checked field by field)
     and the status of the measuring and SFT jobs' records, and judges every node against the others
-    (module_utils/acceptance.py; docs/acceptance.md); a node under O(threshold) of a median fails, named.
+    (module_utils/regression/acceptance.py; docs/acceptance.md); a node under O(threshold) of a median fails, named.
   - Writes C(<shared_root>/acceptance/<run_id>/) with C(result.json) (the verdict and the raw measurement),
     C(table.txt) (the per-node table) and C(junit.xml) (one testcase per check), and returns the table.
 options:
@@ -49,6 +49,7 @@ options:
     default: false
 attributes:
   check_mode:
+    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
     details: In check mode the verdict is made but nothing is written.
 author: ray-verl maintainers
@@ -97,10 +98,11 @@ import json
 import os
 import stat
 
-from ansible.module_utils import acceptance, acceptance_report, conventions
+from ansible.module_utils.base import conventions
+from ansible.module_utils.base import files as jf
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.jobs import files as jf
 from ansible.module_utils.jobs import record as jr
+from ansible.module_utils.regression import acceptance, acceptance_report
 
 RESULT_CAP = 4 << 20
 

@@ -54,6 +54,7 @@ extends_documentation_fragment:
   - ray_connection.dashboard
 attributes:
   check_mode:
+    description: Can run in check mode; it only reads, so check mode changes nothing and returns the same facts.
     support: full
 author: ray-verl maintainers
 """
@@ -125,11 +126,11 @@ import json
 import time
 import urllib.request
 
-from ansible.module_utils import conventions
-from ansible.module_utils import ray_cluster as rc
+from ansible.module_utils.base import conventions
+from ansible.module_utils.base import ray_cluster as rc
+from ansible.module_utils.base.ray_connection import argument_spec
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.jobs import open_index
-from ansible.module_utils.ray_connection import argument_spec
 
 
 def read_nodes_until_ready(dashboard_url, expected, wait_s, clock=time.monotonic, sleep=time.sleep):

@@ -1,6 +1,6 @@
 #!/usr/bin/python
 """Ansible module: one of the project's daemons (the GCS store's Redis, TensorBoard, Prometheus) in its state, in one
-call; the work is in module_utils/daemon_ctl.py."""
+call; the work is in module_utils/daemons/ctl.py."""
 
 DOCUMENTATION = r"""
 ---
@@ -92,7 +92,6 @@ options:
         description: Its content (never shown, since it may hold a password).
         type: str
         required: true
-        no_log: true
       owner:
         description: Its owner.
         type: str
@@ -137,6 +136,7 @@ options:
     default: []
 attributes:
   check_mode:
+    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
 author: ray-verl maintainers
 """
@@ -186,8 +186,8 @@ opened:
   elements: str
 """
 
-from ansible.module_utils import daemon_ctl
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.daemons import ctl as daemon_ctl
 
 _PATH_ENTRY = {"path": {"type": "str", "required": True}, "owner": {"type": "str", "default": "root"},
                "group": {"type": "str", "default": ""}}

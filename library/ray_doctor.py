@@ -10,10 +10,10 @@ description:
     shared root - Python and package versions as Ray's workers here import them (the raylet's own
     environment), the digest of each verl code snapshot as this node sees it, the GPUs the driver
     shows, free space on the shared root, the clock, the interface that routes to the head and the
-    raylet's NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME and GCS store settings (module_utils/doctor.py RAYLET_VARS),
+    raylet's NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME and GCS store settings (module_utils/node/doctor.py RAYLET_VARS),
     and where Ray's dashboard agent finds py-spy.
   - GPUs are counted as M(ray_node) counts them for C(num_gpus=auto) (nvidia-smi on the PATH or in a driver's
-    usual folder, else NVML; module_utils/node_probe.py), and the interface is found as it finds it (iproute2, or
+    usual folder, else NVML; module_utils/node/probe.py), and the interface is found as it finds it (iproute2, or
     the kernel's route without it).
   - With O(phase=read), reads every node's probe file, proving that each node sees what every other
     node wrote (not only that something is mounted).
@@ -49,6 +49,7 @@ options:
     required: true
 attributes:
   check_mode:
+    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
 author: ray-verl maintainers
 """
@@ -105,9 +106,11 @@ import os
 import secrets
 import time
 
-from ansible.module_utils import code_snapshot, conventions, doctor, node_probe
-from ansible.module_utils import ray_node_ctl as ctl
+from ansible.module_utils.base import conventions
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.node import code_snapshot, doctor
+from ansible.module_utils.node import probe as node_probe
+from ansible.module_utils.node import ray_ctl as ctl
 
 
 def raylet_env():

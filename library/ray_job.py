@@ -6,7 +6,7 @@ DOCUMENTATION = r"""
 module: ray_job
 short_description: Submit and follow Ray jobs through the Job Submission SDK, with a durable record
 description:
-  - Submits a resolved JobSpec (module_utils/jobspec.py) with an explicit submission id and the driver
+  - Submits a resolved JobSpec (module_utils/jobspec/model.py) with an explicit submission id and the driver
     pinned to a worker through entrypoint resources, and writes the job's record under its output_dir
     (config/, logs/, checkpoints/, debug/, status.json) on the shared root.
   - Idempotent. When the id already exists (in Ray or on disk) nothing is submitted or overwritten
@@ -25,7 +25,7 @@ description:
   - A job whose spec sets C(retries) and that failed for one of C(retries.on)'s reasons (its record's diagnosis)
     is resubmitted by the action as a linked attempt C(<id>-r1), C(-r2), ... up to C(retries.max), resuming
     verl from the newest whole checkpoint over the job's and its attempts' checkpoint dirs
-    (module_utils/checkpoints.py); the first job's status.json lists its C(attempts), each attempt's names
+    (module_utils/verl/checkpoints.py); the first job's status.json lists its C(attempts), each attempt's names
     C(attempt_of) and C(resumed_from). O(action=resume) does the same by hand (O(action=attempt) is its module
     half, which names the next attempt and returns the record's spec, changing nothing).
   - O(action=wait) and O(action=watch) track a running job's progress (the record's C(progress)); a job whose verl
@@ -130,6 +130,7 @@ extends_documentation_fragment:
   - ray_connection.ray_config
 attributes:
   check_mode:
+    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
     details: In check mode submit only renders the entrypoint, runtime_env and submit command.
 author: ray-verl maintainers
@@ -282,10 +283,10 @@ errors:
   elements: str
 """
 
+from ansible.module_utils.base.ray_connection import argument_spec
+from ansible.module_utils.base.redaction import is_secret_name, secret_names
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.jobs import options, runner
-from ansible.module_utils.ray_connection import argument_spec
-from ansible.module_utils.redaction import is_secret_name, secret_names
 
 
 def main():

@@ -57,7 +57,7 @@ options:
     description:
       - GPUs a worker offers, a whole number taken as given (V(0) for a CPU worker), or V(auto) for a GPU worker whose
         GPUs are counted here - with C(nvidia-smi) on the PATH or in a driver's usual folder
-        (NVIDIA_SMI_DIRS in C(module_utils/node_probe.py), C(/usr/local/nvidia/bin) among them), else through NVML
+        (NVIDIA_SMI_DIRS in C(module_utils/node/probe.py), C(/usr/local/nvidia/bin) among them), else through NVML
         (C(libnvidia-ml.so.1)).
       - With V(auto) the module fails, naming the node and the fix, when no GPU is found or the driver fails
         (C(nvidia-smi) exits non-zero), since a worker that joined with 0 GPUs would pass the readiness gate and leave
@@ -201,6 +201,7 @@ options:
         default: ""
 attributes:
   check_mode:
+    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
 author: ray-verl maintainers
 """
@@ -298,8 +299,9 @@ shared_root:
   type: dict
 """
 
-from ansible.module_utils import ray_node_run, shared_root_run
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.node import ray_run as ray_node_run
+from ansible.module_utils.node import shared_root_run
 
 
 def main():

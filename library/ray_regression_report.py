@@ -35,7 +35,7 @@ options:
     required: true
   entries:
     description:
-      - The suite's entries, each with C(name) and C(spec), and optional C(gates) (module_utils/regression_gates.py
+      - The suite's entries, each with C(name) and C(spec), and optional C(gates) (module_utils/regression/gates.py
         documents them).
     type: list
     elements: dict
@@ -49,6 +49,7 @@ options:
     default: {}
 attributes:
   check_mode:
+    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
     details: In check mode the report is built but not written.
 author: ray-verl maintainers
@@ -98,14 +99,14 @@ failed_gates:
 
 import os
 
-from ansible.module_utils import conventions
-from ansible.module_utils import regression_gates as rg
-from ansible.module_utils import regression_report as rr
-from ansible.module_utils import verl_metrics as vm
+from ansible.module_utils.base import conventions
+from ansible.module_utils.base import files as jf
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.jobs import files as jf
 from ansible.module_utils.jobs import record as jr
 from ansible.module_utils.jobs.status import JobStatus
+from ansible.module_utils.regression import gates as rg
+from ansible.module_utils.regression import report as rr
+from ansible.module_utils.verl import metrics as vm
 
 # The report shows a log's last rr.LOG_TAIL_LINES lines: this many bytes hold them, however long the lines.
 LOG_TAIL_BYTES = 256 * 1024

@@ -26,9 +26,9 @@ options:
     type: str
     default: default
   password:
-    description: The store's password. Mutually exclusive with O(password_file); give neither for a store without one.
+    description:
+      - The store's password, never shown. Mutually exclusive with O(password_file); give neither for a store without one.
     type: str
-    no_log: true
   password_file:
     description:
       - A file holding the password (one line; the line ending is dropped), read on the host the module runs on.
@@ -51,6 +51,7 @@ options:
     default: 5
 attributes:
   check_mode:
+    description: Can run in check mode; it only reads, so check mode changes nothing and returns the same facts.
     support: full
 author: ray-verl maintainers
 """
@@ -98,7 +99,7 @@ cluster_data:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.redis_store import StoreError, check, persistence_problem
+from ansible.module_utils.daemons.redis_store import StoreError, check, persistence_problem
 
 
 def read_password(module, path):

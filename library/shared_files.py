@@ -27,6 +27,7 @@ options:
     default: []
 attributes:
   check_mode:
+    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
 author: ray-verl maintainers
 """

@@ -54,6 +54,7 @@ options:
     type: str
 attributes:
   check_mode:
+    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
 author: ray-verl maintainers
 """
@@ -85,8 +86,8 @@ actions:
   elements: str
 """
 
-from ansible.module_utils import shared_root_run
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.node import shared_root_run
 
 
 def main():

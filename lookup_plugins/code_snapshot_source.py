@@ -1,4 +1,4 @@
-"""Lookup: what a code source on the control host is (module_utils/code_snapshot.py)."""
+"""Lookup: what a code source on the control host is (module_utils/node/code_snapshot.py)."""
 
 DOCUMENTATION = r"""
 name: code_snapshot_source
@@ -21,7 +21,7 @@ from ansible.plugins.lookup import LookupBase
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the bootstrap: see plugin_utils
 import plugin_utils  # noqa: F401 - ansible.module_utils.<helper> from here on
 
-from ansible.module_utils import code_snapshot  # isort: skip
+from ansible.module_utils.node import code_snapshot  # isort: skip
 
 
 def describe(path):

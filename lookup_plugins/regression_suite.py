@@ -7,8 +7,8 @@ description:
   - Returns the suite's entries, each C({name, spec, overrides, gates}); a bad suite fails with one line naming it.
   - Secret env values in overrides are redacted (the names ray_job hides, C(ray_config.secret_env_names) (the
     default secret names unless it lists its own) and the inventory's C(jobspec_secret_env_names)), since
-    Ansible shows and keeps variables. ray_job reads an entry's real values itself (its O(suite) and O(entry)
-    options).
+    Ansible shows and keeps variables. M(ray_job) reads an entry's real values itself (its
+    O(ray_job#module:suite) and O(ray_job#module:entry) options).
 options:
   _terms:
     description: The suite's name.
@@ -27,7 +27,7 @@ from ansible.plugins.lookup import LookupBase
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the bootstrap: see plugin_utils
 from plugin_utils import PROJECT_ROOT, jobspec_input
 
-from ansible.module_utils import redaction  # isort: skip
+from ansible.module_utils.base import redaction  # isort: skip
 
 
 class LookupModule(LookupBase):

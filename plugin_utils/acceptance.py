@@ -8,8 +8,9 @@ and data on the shared root, with a batch that divides evenly over the data-para
 
 import shlex
 
-from ansible.module_utils import acceptance, conventions
-from ansible.module_utils.jobspec_fields import JobSpecError
+from ansible.module_utils.base import conventions
+from ansible.module_utils.jobspec.fields import JobSpecError
+from ansible.module_utils.regression import acceptance
 
 from plugin_utils import jobspec_input
 

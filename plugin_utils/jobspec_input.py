@@ -9,8 +9,9 @@ import json
 import os
 import re
 
-from ansible.module_utils import conventions, jobspec, redaction, regression_gates
-from ansible.module_utils.jobspec_fields import (
+from ansible.module_utils.base import conventions, redaction
+from ansible.module_utils.jobspec import model as jobspec
+from ansible.module_utils.jobspec.fields import (
     ABSENT,
     SPEC_FIELDS,
     TRAINERS,
@@ -18,6 +19,7 @@ from ansible.module_utils.jobspec_fields import (
     expect,
     join_path,
 )
+from ansible.module_utils.regression import gates as regression_gates
 
 # Extra vars that steer the playbooks rather than describe the job.
 PLAYBOOK_KNOBS = frozenset({"spec", "wait", "poll_s", "force", "id", "do", "preflight", "suite", "run_id", "state"})

@@ -1,7 +1,7 @@
 """The JSON Schema of a spec file (jobspec.schema.json), derived from jobspec_fields.SPEC_FIELDS (written by
 plugin_utils/schemas.py)."""
 
-from ansible.module_utils.jobspec_fields import PATH_RULE, SPEC_FIELDS, TRAINER_REQUIRED, TRAINERS, Field
+from ansible.module_utils.jobspec.fields import PATH_RULE, SPEC_FIELDS, TRAINER_REQUIRED, TRAINERS, Field
 
 
 def _schema(f):

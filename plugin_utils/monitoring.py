@@ -10,7 +10,8 @@ import ipaddress
 import posixpath
 import re
 
-from ansible.module_utils import conventions, doctor
+from ansible.module_utils.base import conventions
+from ansible.module_utils.node import doctor
 
 from plugin_utils import settings
 from plugin_utils.settings import SettingError

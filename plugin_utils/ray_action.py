@@ -3,7 +3,7 @@
 A task names only what is particular to it; the cluster's address (ray_config or ray_dashboard_url),
 the token (ray_auth_token_path when ray_auth_enabled) and the Ray Python that runs the module on the
 node (ray_python) come from the inventory unless the task sets them. The options themselves are
-module_utils/ray_connection.py (argument spec) and doc_fragments/ray_connection.py (documentation).
+module_utils/base/ray_connection.py (argument spec) and doc_fragments/ray_connection.py (documentation).
 """
 
 from ansible.errors import AnsibleUndefinedVariable

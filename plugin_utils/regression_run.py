@@ -1,6 +1,6 @@
 """The control host's runners: their lock (scripts/regression.py, scripts/watch.py) and the regression's retention.
 
-What a regression run writes is module_utils/regression_report.py's (the report module runs it on the head).
+What a regression run writes is module_utils/regression/report.py's (the report module runs it on the head).
 """
 
 import fcntl
@@ -9,7 +9,7 @@ import os
 import socket
 import time
 
-from ansible.module_utils.regression_report import iso_time
+from ansible.module_utils.regression.report import iso_time
 
 
 def retention(run_dirs, keep):

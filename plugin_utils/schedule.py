@@ -14,7 +14,7 @@ or the other kind's, so state=absent removes only what this kind installed.
 import re
 import shlex
 
-from ansible.module_utils import conventions
+from ansible.module_utils.base import conventions
 
 _TIME = re.compile(r"([01][0-9]|2[0-3]):([0-5][0-9])")
 _PATH = re.compile(r"/[A-Za-z0-9._/+@-]*")

@@ -2,7 +2,7 @@
 
   .venv/bin/python -m plugin_utils.schemas      # rewrites them all
 
-jobspec.schema.json: a spec file (module_utils/jobspec_fields.py SPEC_FIELDS, through plugin_utils/jobspec_schema.py).
+jobspec.schema.json: a spec file (module_utils/jobspec/fields.py SPEC_FIELDS, through plugin_utils/jobspec_schema.py).
 job_status.schema.json: a job record's status.json (module_utils/jobs/status.py FIELDS), for dashboards and a
 site's scripts that read records.
 """

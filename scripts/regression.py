@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 from plugin_utils import PROJECT_ROOT as ROOT
 from plugin_utils import regression_run
 
-from ansible.module_utils import ray_cluster  # isort: skip
+from ansible.module_utils.base import ray_cluster  # isort: skip
 
 LOCK_HELD_EXIT = 75  # EX_TEMPFAIL: try again later
 

@@ -150,7 +150,8 @@ def _project(repo):
         sys.path.insert(0, str(repo))
     from plugin_utils import slurm
 
-    from ansible.module_utils import conventions, redaction  # isort: skip
+    from ansible.module_utils.base import conventions  # isort: skip
+    from ansible.module_utils.base import redaction  # isort: skip
 
     return conventions, redaction, slurm
 

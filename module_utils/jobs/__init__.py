@@ -1,14 +1,13 @@
-"""The ray_job module's work, split by concern (library/ray_job.py keeps its documentation and main()).
+"""The ray_job module's work, split by concern (library/ray_job.py keeps its documentation and main()). Over base/,
+verl/ and jobspec/ (tests/unit/module_utils/test_layers.py holds every package to its layer).
 
   options.py    the module's and its action plugin's options, one table
   status.py     the typed model of a record's status.json (JobStatus) and its states
   record.py     the record directory: layout, locks, atomic writes, reading and saving status.json
-  files.py      files on the shared root as data of any shape: read_small (no symlink, no FIFO, a cap), atomic
-                writes inside a record, lock files, ASCII numbers
   client.py     Ray's job API and state API as this package needs them
   job.py        one job: its client, its record and how to redact what is written or shown
   submit.py     the submit pipeline: checks, preflight, record, submit
-  preflight.py  the preflight: verl's config composed in the job's own Python (module_utils/verl_probe.py), on the
+  preflight.py  the preflight: verl's config composed in the job's own Python (module_utils/verl/probe.py), on the
                 head, else on a worker through a Ray task, and its checks run
   preflight_checks.py  what the preflight decides: flash attention without flash_attn, GPU bundles no node can hold
   follow.py     wait, stop, status and logs: following a job, enforcing its timeouts, looking for a hang
@@ -17,7 +16,7 @@
   hang.py       a job's progress (its steps and their times) and when it is hung
   stacks.py     the Python stacks of a job's processes on every node (py-spy through Ray's dashboard)
   watch.py      one pass over every open record (watch.yml): what a follower would do, for every job
-  evidence.py   the final record: logs, cluster snapshots, diagnosis (module_utils/diagnosis.py)
+  evidence.py   the final record: logs, cluster snapshots, diagnosis (module_utils/verl/diagnosis.py)
   attempts.py   linked attempts and the checkpoint a resumed attempt starts from
   reconcile.py  records of jobs a restarted head forgot
   open_index.py the index of records that are not final (jobs/.open/), so no reader walks every record

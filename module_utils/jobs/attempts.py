@@ -2,17 +2,17 @@
 
 The first job's status.json lists its `attempts`; each attempt's names its first job (`attempt_of`) and the
 checkpoint it resumed from (`resumed_from`). Checkpoints are searched over the job's and its attempts' dirs
-(module_utils/checkpoints.py), on the head, where the shared root is.
+(module_utils/verl/checkpoints.py), on the head, where the shared root is.
 """
 
 import os
 
-from ansible.module_utils import checkpoints as ck
-from ansible.module_utils import conventions
-from ansible.module_utils import jobspec as js
+from ansible.module_utils.base import conventions
 from ansible.module_utils.jobs.follow import refresh
 from ansible.module_utils.jobs.job import Failed
 from ansible.module_utils.jobs.record import Record, paths, read_json, status_of
+from ansible.module_utils.jobspec import model as js
+from ansible.module_utils.verl import checkpoints as ck
 
 
 def chain(config, sid):

@@ -5,7 +5,7 @@ One place knows how Ray says "no such job" and how its objects become plain dict
 
 import re
 
-from ansible.module_utils import ray_cluster as rc
+from ansible.module_utils.base import ray_cluster as rc
 
 # Ray's SDK raises RuntimeError("Request failed with status code 404: ...") for an id it does not know
 # (dashboard_sdk._raise_error); older versions said "... does not exist".

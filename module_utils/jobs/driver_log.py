@@ -23,10 +23,10 @@ import itertools
 import json
 import os
 
-from ansible.module_utils import conventions
-from ansible.module_utils import verl_metrics as vm
-from ansible.module_utils.jobs import files, progress
+from ansible.module_utils.base import conventions, files
+from ansible.module_utils.jobs import progress
 from ansible.module_utils.jobs.record import LockTimeout, json_text, record_lock
+from ansible.module_utils.verl import metrics as vm
 
 # The parse so far, beside logs/driver.log, the lock its writers hold, and how long one waits for it.
 PARSED_FILE = "driver.log.parsed.json"

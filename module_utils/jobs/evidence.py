@@ -8,14 +8,15 @@ written at all if another run finalised the record first.
 import os
 import time
 
-from ansible.module_utils import conventions, diagnosis
-from ansible.module_utils import ray_cluster as rc
-from ansible.module_utils import verl_metrics as vm
+from ansible.module_utils.base import conventions, files
+from ansible.module_utils.base import ray_cluster as rc
 from ansible.module_utils.jobs import client as jc
-from ansible.module_utils.jobs import driver_log, files, hang, progress
+from ansible.module_utils.jobs import driver_log, hang, progress
 from ansible.module_utils.jobs.record import json_text, now_ms, read_json
 from ansible.module_utils.jobs.status import Merge, final_state
-from ansible.module_utils.jobspec_fields import TRAINERS
+from ansible.module_utils.jobspec.fields import TRAINERS
+from ansible.module_utils.verl import diagnosis
+from ansible.module_utils.verl import metrics as vm
 
 # How long a failed job with no known signature waits for its driver's node to be declared DEAD.
 NODE_DEATH_WAIT_S = 30
@@ -214,7 +215,7 @@ def collect_logs(job, summary):
 
 
 def classify(job, log, collected, status):
-    """Why the job failed (module_utils/diagnosis.py), from the end of the record's driver log (bounded, whatever the
+    """Why the job failed (module_utils/verl/diagnosis.py), from the end of the record's driver log (bounded, whatever the
     log's size; else what this look saw of Ray's) and the logs collected."""
     try:
         kept = files.read_text(job.rec["driver_log"], DIAGNOSIS_CAP, tail=True, base=job.rec["dir"])

@@ -2,10 +2,10 @@
 
 import time
 
-from ansible.module_utils import conventions
+from ansible.module_utils.base import conventions, files
+from ansible.module_utils.base.files import RecordError
 from ansible.module_utils.jobs import client as jc
-from ansible.module_utils.jobs import driver_log, evidence, files, hang, reconcile
-from ansible.module_utils.jobs.files import RecordError
+from ansible.module_utils.jobs import driver_log, evidence, hang, reconcile
 from ansible.module_utils.jobs.job import Failed
 from ansible.module_utils.jobs.record import now_ms
 

@@ -11,8 +11,8 @@ HUNG, retried when retries.on has hung) or only reported.
 
 import statistics
 
-from ansible.module_utils import conventions
-from ansible.module_utils import verl_metrics as vm
+from ansible.module_utils.base import conventions
+from ansible.module_utils.verl import metrics as vm
 
 # Seconds per step kept for the median (the most recent ones).
 RECENT_STEPS = 20

@@ -1,9 +1,9 @@
 """One job as an action sees it: its Ray client, its record, and how to redact what is written or shown."""
 
-from ansible.module_utils import ray_cluster as rc
+from ansible.module_utils.base import ray_cluster as rc
+from ansible.module_utils.base.redaction import is_secret_name, redact
 from ansible.module_utils.jobs.client import JobClient
 from ansible.module_utils.jobs.record import Record
-from ansible.module_utils.redaction import is_secret_name, redact
 
 
 class Failed(Exception):

@@ -16,8 +16,7 @@ import errno
 import os
 import stat
 
-from ansible.module_utils import conventions
-from ansible.module_utils.jobs import files
+from ansible.module_utils.base import conventions, files
 
 INDEX = ".open"
 COMPLETE = ".complete"

@@ -5,7 +5,7 @@ control host, action_plugins/ray_job.py) or both. library/ray_job.py's DOCUMENTA
 test (tests/unit/test_module_docs.py) fails when the two disagree.
 """
 
-from ansible.module_utils import conventions
+from ansible.module_utils.base import conventions
 
 # What each action does and who carries it out.
 ACTIONS = {

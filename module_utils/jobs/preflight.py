@@ -1,4 +1,4 @@
-"""The preflight of a verl trainer job, before it is submitted: the probe (module_utils/verl_probe.py) in the job's
+"""The preflight of a verl trainer job, before it is submitted: the probe (module_utils/verl/probe.py) in the job's
 own Python, then the checks of module_utils/jobs/preflight_checks.py.
 
 Where the probe runs: on the head, with ray_config.python and the job's environment, as the compose always ran (no
@@ -18,11 +18,11 @@ import shlex
 import sys
 import tempfile
 
-from ansible.module_utils import jobspec_render as render
-from ansible.module_utils import verl_probe
 from ansible.module_utils.jobs import preflight_checks as checks
 from ansible.module_utils.jobs.job import Failed
-from ansible.module_utils.jobspec import as_ray_config
+from ansible.module_utils.jobspec import render
+from ansible.module_utils.jobspec.model import as_ray_config
+from ansible.module_utils.verl import probe as verl_probe
 
 REMOTE_TIMEOUT_S = 300  # a worker's import of torch and verl and the compose: about 20 s on a busy GPU host
 # Ray leaves drivers of a namespace under this prefix (ray._raylet.RAY_INTERNAL_NAMESPACE_PREFIX, "_ray_internal_")

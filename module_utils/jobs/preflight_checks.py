@@ -1,9 +1,9 @@
-"""What the preflight decides from the probe's facts (module_utils/verl_probe.py) and the cluster's nodes.
+"""What the preflight decides from the probe's facts (module_utils/verl/probe.py) and the cluster's nodes.
 
 Pure: no Ray, no process; each check returns None or the one-line reason nothing is submitted.
 """
 
-from ansible.module_utils import verl_probe
+from ansible.module_utils.verl import probe as verl_probe
 
 _ACTOR = "actor_rollout_ref.model.override_config.attn_implementation"
 _CRITIC = "critic.model.override_config.attn_implementation"

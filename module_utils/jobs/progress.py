@@ -13,11 +13,10 @@ each line bounded (verl_metrics.file_row), and the state file is taken only in t
 
 import json
 
-from ansible.module_utils import conventions
-from ansible.module_utils import verl_metrics as vm
-from ansible.module_utils.jobs import files
+from ansible.module_utils.base import conventions, files
 from ansible.module_utils.jobs.record import json_text
-from ansible.module_utils.jobspec_fields import TRAINERS
+from ansible.module_utils.jobspec.fields import TRAINERS
+from ansible.module_utils.verl import metrics as vm
 
 # What one look reads of metrics.jsonl at most; the rest waits for the next look.
 READ_CAP = 8 << 20

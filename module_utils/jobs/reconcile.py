@@ -8,11 +8,12 @@ When the head cannot be read, or it ran since before the submit, nothing is chan
 import datetime
 import os
 
-from ansible.module_utils import conventions, diagnosis
+from ansible.module_utils.base import conventions
 from ansible.module_utils.jobs import evidence, open_index
 from ansible.module_utils.jobs.job import Failed, Job
 from ansible.module_utils.jobs.record import Record
 from ansible.module_utils.jobs.status import Merge, RecordError
+from ansible.module_utils.verl import diagnosis
 
 
 def forgotten_since(job, status, head_started):

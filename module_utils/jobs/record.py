@@ -15,12 +15,13 @@ import os
 import stat
 import time
 
-from ansible.module_utils import conventions, verl_metrics
-from ansible.module_utils.jobs import files, open_index
-from ansible.module_utils.jobs.files import UnsafeFile, json_text, read_json, read_small, write_json  # noqa: F401
+from ansible.module_utils.base import conventions, files
+from ansible.module_utils.base.conventions import RECORD_LAYOUT as LAYOUT
+from ansible.module_utils.base.conventions import record_paths as paths
+from ansible.module_utils.base.files import UnsafeFile, json_text, read_json, read_small, write_json  # noqa: F401
+from ansible.module_utils.jobs import open_index
 from ansible.module_utils.jobs.status import JobStatus, Merge, RecordError
 
-LAYOUT = ("config", "logs", "checkpoints", "debug")
 LOCK_FILE = ".submit.lock"
 STATUS_LOCK_FILE = ".status.lock"  # held only while status.json is read, merged and written
 # Where a status.json whose content could not be trusted is kept (status.json.untrusted-<ms>) before another
@@ -37,35 +38,6 @@ PREFLIGHT_FIELDS = {"code_path": str, "verl_file": str, "verl_version": str, "co
 PREFLIGHT_TEXT_CAP = 1024
 
 
-def paths(output_dir):
-    join = os.path.join
-    return {
-        "dir": output_dir,
-        "job_spec": join(output_dir, "config", "job_spec.json"),
-        "runtime_env": join(output_dir, "config", "runtime_env.json"),
-        "submit_cmd": join(output_dir, "config", "submit_cmd.txt"),
-        "env_names": join(output_dir, "config", "env_var_names.json"),
-        "submit_out": join(output_dir, "logs", "ray_job_submit.out"),
-        "driver_log": join(output_dir, "logs", "driver.log"),
-        "checkpoints": join(output_dir, "checkpoints"),
-        # verl's own loggers write these (jobspec_render sets VERL_FILE_LOGGER_PATH and TENSORBOARD_DIR to them);
-        # logs/metrics.state.json is how much of metrics.jsonl a follower has read (module_utils/jobs/progress.py).
-        "metrics": join(output_dir, verl_metrics.METRICS_FILE),
-        "tensorboard": join(output_dir, "tensorboard"),
-        "metrics_state": join(output_dir, "logs", "metrics.state.json"),
-        "status_pre": join(output_dir, "debug", "ray_status_pre.txt"),
-        "status_post": join(output_dir, "debug", "ray_status_post.txt"),
-        "job_list_post": join(output_dir, "debug", "ray_job_list_post.txt"),
-        "nodes": join(output_dir, "debug", "nodes.json"),
-        "actors": join(output_dir, "debug", "actors.json"),
-        "failure": join(output_dir, "debug", "failure.txt"),
-        # Ray's error logs of a failed job's workers and the raylet logs of their nodes.
-        "debug_logs": join(output_dir, "debug", "logs"),
-        "status": join(output_dir, "status.json"),
-        "preflight": join(output_dir, "preflight.json"),
-        # The reason of a stop, left before Ray is asked (see follow.stop_for).
-        "stop_request": join(output_dir, ".stop_request"),
-    }
 
 
 def create_exclusive(output_dir):

@@ -2,13 +2,13 @@
 
 import os
 
-from ansible.module_utils import conventions
-from ansible.module_utils import jobspec as js
-from ansible.module_utils import ray_cluster as rc
+from ansible.module_utils.base import conventions
+from ansible.module_utils.base import ray_cluster as rc
 from ansible.module_utils.jobs import attempts, follow, options, reconcile, stacks, submit, watch
 from ansible.module_utils.jobs.job import Failed, Job
 from ansible.module_utils.jobs.record import LockTimeout
 from ansible.module_utils.jobs.status import RecordError
+from ansible.module_utils.jobspec import model as js
 
 UNREACHABLE = "cannot talk to Ray's job API"
 # Where Ray's client raises from (its SDK, HTTP and its libraries): an error raised there is Ray's, whatever its type.

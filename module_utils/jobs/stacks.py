@@ -18,8 +18,8 @@ import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
-from ansible.module_utils import conventions
-from ansible.module_utils import ray_cluster as rc
+from ansible.module_utils.base import conventions
+from ansible.module_utils.base import ray_cluster as rc
 from ansible.module_utils.jobs import client as jc
 from ansible.module_utils.jobs.job import Failed
 from ansible.module_utils.jobs.record import now_ms

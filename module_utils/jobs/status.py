@@ -14,9 +14,9 @@ import copy
 import dataclasses
 import enum
 
-from ansible.module_utils import conventions
-from ansible.module_utils.jobs.files import RecordError  # its home is files.py; status.RecordError stays
-from ansible.module_utils.ray_cluster import TERMINAL_JOB_STATES
+from ansible.module_utils.base import conventions
+from ansible.module_utils.base.files import RecordError  # its home is files.py; status.RecordError stays
+from ansible.module_utils.base.ray_cluster import TERMINAL_JOB_STATES
 
 # The states a record can be in, and what each means. Ray's five first; the others are ours.
 STATES = {
@@ -57,7 +57,7 @@ class F:
     choices: tuple = ()
 
 
-_DIAGNOSIS = (F("kind", "str", "The failure's kind (module_utils/diagnosis.py KINDS, or unknown).", nullable=False),
+_DIAGNOSIS = (F("kind", "str", "The failure's kind (module_utils/verl/diagnosis.py KINDS, or unknown).", nullable=False),
               F("evidence", "object", "Where in the record the signature was found.", fields=(
                   F("file", "str", "The record's file (or status.json)."), F("line", "str", "The line found."))),
               F("hint", "str", "What to do about it."))
@@ -111,7 +111,7 @@ FIELDS = (
         F("verl_version", "str", "Its version."), F("code_id", "str", "The snapshot's id (its marker)."),
         F("code_digest", "str", "The snapshot's digest."), F("marker_file", "str", "The marker's file."),
         F("ok", "bool", "verl came from the chosen code path."))),
-    F("diagnosis", "object", "Why the job failed (module_utils/diagnosis.py).", fields=_DIAGNOSIS),
+    F("diagnosis", "object", "Why the job failed (module_utils/verl/diagnosis.py).", fields=_DIAGNOSIS),
     F("last_state", "str", "The state before a restarted head forgot the job.", choices=tuple(STATES)),
     F("head_started_at", "int", "When the restarted head started (ms)."),
     F("attempts", "list", "The first job's resuming attempts' ids, oldest first.", nullable=False),

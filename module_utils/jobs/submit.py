@@ -9,15 +9,15 @@ import dataclasses
 import os
 import time
 
-from ansible.module_utils import conventions
-from ansible.module_utils import jobspec as js
-from ansible.module_utils import jobspec_render as render
+from ansible.module_utils.base import conventions
 from ansible.module_utils.jobs import attempts, evidence, open_index, preflight
 from ansible.module_utils.jobs import client as jc
 from ansible.module_utils.jobs.job import Failed, Job
 from ansible.module_utils.jobs.record import LockTimeout, create_exclusive, ensure_layout, now_ms, record_lock
 from ansible.module_utils.jobs.status import NEW, JobStatus
-from ansible.module_utils.jobspec_fields import TRAINERS
+from ansible.module_utils.jobspec import model as js
+from ansible.module_utils.jobspec import render
+from ansible.module_utils.jobspec.fields import TRAINERS
 
 
 def submit(module, config):

@@ -8,7 +8,7 @@ locks, so a watcher is safe beside a wait of the same job and beside another wat
 read is reported, never changed; when Ray cannot be read the whole pass fails (fail closed: nothing is judged).
 """
 
-from ansible.module_utils import conventions
+from ansible.module_utils.base import conventions
 from ansible.module_utils.jobs import client as jc
 from ansible.module_utils.jobs import driver_log, evidence, follow, reconcile
 from ansible.module_utils.jobs.job import Failed, Job

@@ -12,7 +12,7 @@ import time
 import uuid
 
 import pytest
-from ansible.module_utils import ray_cluster
+from ansible.module_utils.base import ray_cluster
 
 import lab  # the lab's names, addresses and files (tests/conftest.py puts lab/ on sys.path)
 
@@ -67,7 +67,7 @@ def nodes():
 
 
 def alive_by_ip():
-    """The ALIVE node of each IP, by the readiness rule's own definition (module_utils/ray_cluster.py).
+    """The ALIVE node of each IP, by the readiness rule's own definition (module_utils/base/ray_cluster.py).
 
     It does not wait: after up.yml says ready, no IP may have two ALIVE nodes (issue 8).
     """

@@ -5,7 +5,7 @@ import hashlib
 import json
 import os
 
-from ansible.module_utils import ray_cluster
+from ansible.module_utils.base import ray_cluster
 from conftest import DASHBOARD, RECORDS, TOKEN, new_id, playbook, wait_for
 
 

@@ -5,7 +5,7 @@ import json
 import os
 
 import pytest
-from ansible.module_utils import ray_cluster
+from ansible.module_utils.base import ray_cluster
 from conftest import DASHBOARD, RECORDS, ROOT, TOKEN, new_id, playbook, wait_for
 
 import lab

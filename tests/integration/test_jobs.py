@@ -6,7 +6,7 @@ import os
 import re
 
 import pytest
-from ansible.module_utils import ray_cluster
+from ansible.module_utils.base import ray_cluster
 from conftest import (
     DASHBOARD,
     HEAD,

@@ -13,7 +13,7 @@ import pytest
 from conftest import BIN, DASHBOARD, HEAD, ROOT, TOKEN, new_id, playbook, ssh
 from jobs_helpers import status
 
-from ansible.module_utils import ray_cluster  # isort: skip
+from ansible.module_utils.base import ray_cluster  # isort: skip
 
 pytestmark = pytest.mark.usefixtures("lab")
 

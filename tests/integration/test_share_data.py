@@ -7,7 +7,7 @@ import os
 import time
 
 import pytest
-from ansible.module_utils import ray_cluster
+from ansible.module_utils.base import ray_cluster
 from conftest import DASHBOARD, HEAD, RECORDS, TOKEN, new_id, playbook, ssh, wait_for
 
 pytestmark = pytest.mark.usefixtures("cluster_up")

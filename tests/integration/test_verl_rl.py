@@ -16,7 +16,7 @@ import browser
 import pytest
 from conftest import HEAD, IPS, RECORDS, ROOT, WORKER1, WORKER2, playbook, ssh
 
-from ansible.module_utils import verl_metrics as vm  # isort: skip  (the tests' shim: tests/conftest.py)
+from ansible.module_utils.verl import metrics as vm  # isort: skip  (the tests' shim: tests/conftest.py)
 
 REPORTS = os.path.join(ROOT, ".lab", "private", "regression")
 RUNNER = [os.path.join(ROOT, ".venv", "bin", "python"), os.path.join(ROOT, "scripts", "regression.py")]

@@ -7,7 +7,7 @@ import os
 import time
 
 import pytest
-from ansible.module_utils import ray_cluster
+from ansible.module_utils.base import ray_cluster
 from conftest import DASHBOARD, IPS, RECORDS, TOKEN, new_id, nodes, playbook, ssh, tracked_step, wait_for
 from jobs_helpers import ray_jobs, status
 

@@ -5,8 +5,8 @@ and are killed by PID at teardown)."""
 import os
 
 import pytest
-from ansible.module_utils import conventions
-from ansible.module_utils import ray_cluster as rc
+from ansible.module_utils.base import conventions
+from ansible.module_utils.base import ray_cluster as rc
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.jobs import evidence, follow, record, submit
 from ray_job_harness import HEAD, WORKER, Clock, FakeRay

@@ -11,8 +11,8 @@ import types
 import pytest
 import ray_job
 from ansible.errors import AnsibleUndefinedVariable
-from ansible.module_utils import jobspec
 from ansible.module_utils.jobs import record as jr
+from ansible.module_utils.jobspec import model as jobspec
 from ansible.module_utils.testing import patch_module_args
 from ray.job_submission import JobStatus
 

@@ -1,5 +1,5 @@
 """A real redis-server on 127.0.0.1 and a fake peer for replies no Redis sends, for the tests of
-module_utils/redis_store.py (module_utils/test_redis_store.py) and library/ray_store_info.py
+module_utils/daemons/redis_store.py (module_utils/test_redis_store.py) and library/ray_store_info.py
 (library/test_ray_store_info.py). The fixtures that start and stop them are in conftest.py: redis_servers, redis,
 fake_peer."""
 
@@ -10,7 +10,7 @@ import threading
 import time
 
 import pytest
-from ansible.module_utils import redis_store as rs
+from ansible.module_utils.daemons import redis_store as rs
 
 REDIS_SERVER = "/usr/bin/redis-server"
 PASSWORD = "Pw-7f3Qz!horse battery"  # distinctive, so a leak anywhere is found by searching for it

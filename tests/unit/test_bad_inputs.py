@@ -9,7 +9,8 @@ import os
 import pytest
 import ray_job
 from ansible.errors import AnsibleFilterError
-from ansible.module_utils import conventions, jobspec
+from ansible.module_utils.base import conventions
+from ansible.module_utils.jobspec import model as jobspec
 from conventions_filters import ray_verl_checked_id
 from ray_job_harness import SECRET, action, make_action, make_spec, module_result
 

@@ -10,8 +10,9 @@ import os
 
 import pytest
 import ray_regression_report
-from ansible.module_utils import redaction, regression_gates
-from ansible.module_utils.jobspec_fields import JobSpecError
+from ansible.module_utils.base import redaction
+from ansible.module_utils.jobspec.fields import JobSpecError
+from ansible.module_utils.regression import gates as regression_gates
 from ansible.module_utils.testing import patch_module_args
 from ray_job_harness import action, make_action
 

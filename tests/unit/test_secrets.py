@@ -4,7 +4,7 @@ import json
 import os
 
 import pytest
-from ansible.module_utils import redaction
+from ansible.module_utils.base import redaction
 from ray_job_harness import SID, action, files, make_action, make_spec, module_result, record, run
 
 SECRETS = ["AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY", "DB_PASSWD", "DB_PASSWORD", "PGPASSWORD", "GITHUB_PAT",

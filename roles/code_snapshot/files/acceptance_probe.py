@@ -10,7 +10,7 @@ its node's GPUs so torch in it sees them, and measures with acceptance_measure: 
 at a time (nodes that share CPUs would slow each other); the all-reduce across each node's own GPUs; then one rank per
 node over torch.distributed (NCCL when every node's torch sees a GPU, else gloo), rendezvous on the first node's IP at
 a free port: every pair of nodes alone, then all of them. The raw times go to --out as JSON (written whole, by a
-rename); the judgement is the acceptance module's (module_utils/acceptance.py). Exit 0 when every measurement ran.
+rename); the judgement is the acceptance module's (module_utils/regression/acceptance.py). Exit 0 when every measurement ran.
 """
 
 import argparse

@@ -6,7 +6,7 @@ import posixpath
 import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
-from ansible.module_utils import conventions
+from ansible.module_utils.base import conventions
 from cluster_filters import ray_expected_workers, ray_status_summary
 from conventions_filters import ray_verl_checked_id, ray_verl_paths
 

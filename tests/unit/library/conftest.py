@@ -2,8 +2,8 @@
 test_ray_node_store.py). test_shared_root_module.py fakes a host of its own, under the same name, which wins there."""
 
 import pytest
-from ansible.module_utils import ray_node_ctl as ctl
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.node import ray_ctl as ctl
 from ray_node_helpers import PYTHON, Host
 
 

@@ -5,7 +5,7 @@ import json
 import pytest
 import ray
 import ray_cluster_info
-from ansible.module_utils import ray_cluster as rc
+from ansible.module_utils.base import ray_cluster as rc
 from ansible.module_utils.testing import patch_module_args
 
 URL = "http://10.0.0.10:8265"

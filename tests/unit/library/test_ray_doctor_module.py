@@ -5,8 +5,8 @@ import json
 
 import pytest
 import ray_doctor
-from ansible.module_utils import node_probe
-from ansible.module_utils import ray_node_ctl as ctl
+from ansible.module_utils.node import probe as node_probe
+from ansible.module_utils.node import ray_ctl as ctl
 from ansible.module_utils.testing import patch_module_args
 
 VERSIONS = {"python": "3.12.3", "packages": {"ray": "2.60.0"}}

@@ -1,6 +1,6 @@
 """library/ray_node.py's num_gpus: a number is taken as given, auto is a GPU worker that must find a GPU."""
 
-from ansible.module_utils import node_probe
+from ansible.module_utils.node import probe as node_probe
 from ray_node_helpers import run
 
 

@@ -4,8 +4,8 @@ import json
 import os
 
 import pytest
-from ansible.module_utils import ray_node_ctl as ctl
-from ansible.module_utils import ray_node_run
+from ansible.module_utils.node import ray_ctl as ctl
+from ansible.module_utils.node import ray_run as ray_node_run
 from ray_node_helpers import PYTHON, RAY, VERSION_PROBE, read_state, read_text, run
 
 

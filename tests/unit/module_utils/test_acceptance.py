@@ -1,4 +1,4 @@
-"""module_utils/acceptance.py and acceptance_report.py: the site acceptance's judgement and its table and JUnit XML.
+"""module_utils/regression/acceptance.py and acceptance_report.py: the site acceptance's judgement and its table and JUnit XML.
 
 The measurement itself runs for real in tests/unit/roles/test_acceptance_measure.py (gloo on loopback)."""
 
@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 from acceptance_helpers import MIB4, WORKERS, raw_result, slow_worker3
-from ansible.module_utils import acceptance, acceptance_report
+from ansible.module_utils.regression import acceptance, acceptance_report
 
 SUCCEEDED = {"submission_id": "acc-measure", "state": "SUCCEEDED", "error": None}
 SFT_OK = {"submission_id": "acc-sft", "state": "SUCCEEDED", "error": None}

@@ -1,9 +1,9 @@
-"""module_utils/checkpoints.py: the newest whole checkpoint, on folders laid out as verl 0.9.1 saves them."""
+"""module_utils/verl/checkpoints.py: the newest whole checkpoint, on folders laid out as verl 0.9.1 saves them."""
 
 import os
 
 import pytest
-from ansible.module_utils import checkpoints as ck
+from ansible.module_utils.verl import checkpoints as ck
 from blocking import within
 
 

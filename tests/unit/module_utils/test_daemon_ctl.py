@@ -1,4 +1,4 @@
-"""module_utils/daemon_ctl.py (library/ray_daemon.py): one call brings a daemon's directories, files and process to
+"""module_utils/daemons/ctl.py (library/ray_daemon.py): one call brings a daemon's directories, files and process to
 their state; a re-run changes nothing; check mode touches nothing; a link, a refused file or a bad word is one line.
 start-stop-daemon, systemctl and apt-get are the boundary: faked here, run for real on the lab (test_monitoring,
 test_doctor and every up.yml of the integration suite)."""
@@ -13,7 +13,8 @@ import tempfile
 
 import pytest
 
-from ansible.module_utils import daemon_ctl, daemon_files  # isort: skip
+from ansible.module_utils.daemons import ctl as daemon_ctl  # isort: skip
+from ansible.module_utils.daemons import files as daemon_files  # isort: skip
 
 
 class Host:

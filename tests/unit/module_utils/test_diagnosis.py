@@ -1,7 +1,7 @@
-"""module_utils/diagnosis.py: each known failure, from a log excerpt as Ray, torch and verl print it."""
+"""module_utils/verl/diagnosis.py: each known failure, from a log excerpt as Ray, torch and verl print it."""
 
 import pytest
-from ansible.module_utils import diagnosis
+from ansible.module_utils.verl import diagnosis
 
 EXCERPTS = {
     "slurm_allocation_ending": ("status.json", "SLURM_ALLOCATION_ENDING\nJOB_SUPERVISOR_ACTOR_DIED\n"),

@@ -1,11 +1,12 @@
-"""module_utils/doctor.py: every node side by side, each wrong check named with its node and fix."""
+"""module_utils/node/doctor.py: every node side by side, each wrong check named with its node and fix."""
 
 import copy
 import json
 
 import pytest
 import ray_doctor
-from ansible.module_utils import conventions, doctor
+from ansible.module_utils.base import conventions
+from ansible.module_utils.node import doctor
 from ansible.module_utils.testing import patch_module_args
 
 CONTROL = {"python": "3.11.7", "ray": "2.60.0", "clock": 1000.5}

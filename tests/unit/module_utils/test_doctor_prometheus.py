@@ -3,7 +3,7 @@
 import copy
 
 import pytest
-from ansible.module_utils import doctor
+from ansible.module_utils.node import doctor
 from doctor_filters import ray_doctor_report
 from monitoring_filters import ray_doctor_prometheus
 

@@ -2,7 +2,7 @@
 
 from monitoring_filters import ray_doctor_services
 
-from ansible.module_utils import doctor  # isort: skip
+from ansible.module_utils.node import doctor  # isort: skip
 
 
 def test_a_folder_the_service_would_open_is_a_problem_naming_it_and_the_fix():

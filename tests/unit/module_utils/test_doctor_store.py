@@ -3,7 +3,7 @@
 import copy
 
 import pytest
-from ansible.module_utils import doctor
+from ansible.module_utils.node import doctor
 
 STORE = {"address": "10.0.0.9:6380", "namespace": "ray-verl-10-0-0-10-6379", "reconnect_s": 600,
          "check": {"reachable": True, "version": "7.0.15", "aof_enabled": True, "persistence_ok": True,

@@ -9,8 +9,11 @@ import re
 import shlex
 
 import pytest
-from ansible.module_utils import jobspec, jobspec_fields, jobspec_render, redaction
-from ansible.module_utils.jobspec import JobSpecError, resolve
+from ansible.module_utils.base import redaction
+from ansible.module_utils.jobspec import fields as jobspec_fields
+from ansible.module_utils.jobspec import model as jobspec
+from ansible.module_utils.jobspec import render as jobspec_render
+from ansible.module_utils.jobspec.model import JobSpecError, resolve
 
 from plugin_utils import PROJECT_ROOT, jobspec_input, jobspec_schema, schemas
 

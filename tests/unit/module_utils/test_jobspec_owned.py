@@ -8,10 +8,12 @@ import shlex
 
 import pytest
 import yaml
-from ansible.module_utils import conventions, jobspec, jobspec_render
+from ansible.module_utils.base import conventions
 from ansible.module_utils.jobs import record as jr
-from ansible.module_utils.jobspec import JobSpecError
-from ansible.module_utils.jobspec_fields import TRAINERS
+from ansible.module_utils.jobspec import model as jobspec
+from ansible.module_utils.jobspec import render as jobspec_render
+from ansible.module_utils.jobspec.fields import TRAINERS
+from ansible.module_utils.jobspec.model import JobSpecError
 
 from plugin_utils import PROJECT_ROOT, jobspec_input
 

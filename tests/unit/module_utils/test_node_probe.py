@@ -1,4 +1,4 @@
-"""module_utils/node_probe.py: the interface to an address with and without iproute2, GPUs counted where drivers put
+"""module_utils/node/probe.py: the interface to an address with and without iproute2, GPUs counted where drivers put
 them (fake nvidia-smi scripts, a fake NVML), a program on the PATH Ray's processes get."""
 
 import os
@@ -6,7 +6,7 @@ import socket
 import subprocess
 
 import pytest
-from ansible.module_utils import node_probe
+from ansible.module_utils.node import probe as node_probe
 
 
 def real_run(argv):

@@ -1,6 +1,6 @@
 """ray_cluster: readiness, busy nodes, summaries, client environment."""
 
-from ansible.module_utils import ray_cluster as rc
+from ansible.module_utils.base import ray_cluster as rc
 
 
 def node(ip, head=False, state="ALIVE", **res):

@@ -5,8 +5,8 @@ import subprocess
 import sys
 
 import pytest
-from ansible.module_utils import node_probe
-from ansible.module_utils import ray_node_ctl as ctl
+from ansible.module_utils.node import probe as node_probe
+from ansible.module_utils.node import ray_ctl as ctl
 
 
 def test_head_command_has_no_cpus_no_gpus_and_binds_dashboard_to_node():

@@ -1,4 +1,4 @@
-"""module_utils/redis_store.py against a real redis-server (and, for replies no Redis sends, a fake peer).
+"""module_utils/daemons/redis_store.py against a real redis-server (and, for replies no Redis sends, a fake peer).
 
 The servers listen on 127.0.0.1 only, on a free port, started by `redis_servers` and killed by PID at
 teardown (tests/unit/conftest.py, over tests/unit/redis_harness.py; tests/unit/library/test_ray_store_info.py uses
@@ -9,7 +9,7 @@ import re
 import time
 
 import pytest
-from ansible.module_utils import redis_store as rs
+from ansible.module_utils.daemons import redis_store as rs
 from redis_harness import LOCAL, PASSWORD, free_port
 
 

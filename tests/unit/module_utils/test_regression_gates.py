@@ -1,7 +1,7 @@
-"""module_utils/regression_gates.py: checking suite gates and evaluating them against metric rows."""
+"""module_utils/regression/gates.py: checking suite gates and evaluating them against metric rows."""
 
 import pytest
-from ansible.module_utils import regression_gates as rg
+from ansible.module_utils.regression import gates as rg
 
 ROWS = [
     {"step": 1, "loss": 0.5, "reward": 0.08, "metrics": {"critic/score/max": 0.22}},

@@ -1,4 +1,4 @@
-"""module_utils/regression_report.py: results, regressions, JUnit, summary, history."""
+"""module_utils/regression/report.py: results, regressions, JUnit, summary, history."""
 
 import json
 import os
@@ -6,8 +6,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from ansible.module_utils import regression_report as rr
-from ansible.module_utils.conventions import tensorboard_link
+from ansible.module_utils.base.conventions import tensorboard_link
+from ansible.module_utils.regression import report as rr
 
 T0 = 1795323728000  # epoch ms, like the job records
 

@@ -7,10 +7,10 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from ansible.module_utils import jobspec
-from ansible.module_utils import regression_gates as rg
-from ansible.module_utils import regression_report as rr
-from ansible.module_utils.conventions import tensorboard_link
+from ansible.module_utils.base.conventions import tensorboard_link
+from ansible.module_utils.jobspec import model as jobspec
+from ansible.module_utils.regression import gates as rg
+from ansible.module_utils.regression import report as rr
 
 T0 = 1795323728000
 PIECES = ["[x](http://evil)", "![i](http://x)", "<script>alert(1)</script>", "<img src=x onerror=alert(1)>",

@@ -3,7 +3,7 @@
 import os
 
 import pytest
-from ansible.module_utils import shared_root_ctl as ctl
+from ansible.module_utils.node import shared_root_ctl as ctl
 
 NFS = {"path": "/private", "mode": "nfs", "source": "nfs1:/export/private", "nfs_options": "defaults,_netdev",
        "layout": {}, "node_name": "w1"}

@@ -1,8 +1,8 @@
-"""module_utils/svg_charts.py: small line charts as SVG (a regression suite's trend.svg), every text escaped."""
+"""module_utils/regression/svg_charts.py: small line charts as SVG (a regression suite's trend.svg), every text escaped."""
 
 import xml.etree.ElementTree as ET
 
-from ansible.module_utils import svg_charts
+from ansible.module_utils.regression import svg_charts
 
 SVG = "{http://www.w3.org/2000/svg}"
 # A job's values, as the trend charts them (x: a run or a step, y: its value).

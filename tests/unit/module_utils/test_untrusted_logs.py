@@ -10,10 +10,11 @@ import re
 import time
 
 import pytest
-from ansible.module_utils import conventions, diagnosis
-from ansible.module_utils import verl_metrics as vm
-from ansible.module_utils.jobs import driver_log, evidence, files, hang, progress
+from ansible.module_utils.base import conventions, files
+from ansible.module_utils.jobs import driver_log, evidence, hang, progress
 from ansible.module_utils.jobs.status import JobStatus
+from ansible.module_utils.verl import diagnosis
+from ansible.module_utils.verl import metrics as vm
 from blocking import within
 from ray_job_harness import RecordJob
 

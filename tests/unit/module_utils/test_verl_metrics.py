@@ -1,11 +1,11 @@
-"""module_utils/verl_metrics.py: verl's file-logger lines (a verl job's metrics.jsonl) -> metrics rows; the console
-lines of a job that is not verl -> its steps (fold). The drawing moved to module_utils/svg_charts.py
+"""module_utils/verl/metrics.py: verl's file-logger lines (a verl job's metrics.jsonl) -> metrics rows; the console
+lines of a job that is not verl -> its steps (fold). The drawing moved to module_utils/regression/svg_charts.py
 (tests/unit/module_utils/test_svg_charts.py)."""
 
 import json
 import os
 
-from ansible.module_utils import verl_metrics as vm
+from ansible.module_utils.verl import metrics as vm
 
 # Shapes verl 0.9.1 prints (aggregate_logger.concat_dict_to_str: pprint of each number), trimmed.
 GRPO_LOG = """\

@@ -1,4 +1,4 @@
-"""The preflight's probe (module_utils/verl_probe.py): its pure parts here, and real runs in .venv-verl (torch CPU,
+"""The preflight's probe (module_utils/verl/probe.py): its pure parts here, and real runs in .venv-verl (torch CPU,
 verl 0.9.1) when it exists, which read what verl itself asks: its default attention, its pools' CPUs per bundle,
 the critic's hard-coded flash_attention_2, and the lab's CPU platform."""
 
@@ -7,8 +7,8 @@ import os
 import subprocess
 
 import pytest
-from ansible.module_utils import verl_probe
 from ansible.module_utils.jobs import preflight, preflight_checks
+from ansible.module_utils.verl import probe as verl_probe
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 VERL_PYTHON = os.path.join(ROOT, ".venv-verl", "bin", "python")

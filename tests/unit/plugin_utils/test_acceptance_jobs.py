@@ -7,7 +7,7 @@ import pytest
 import yaml
 from acceptance_filters import ray_verl_acceptance_measure, ray_verl_acceptance_sft
 from ansible.errors import AnsibleFilterError
-from ansible.module_utils import jobspec_render
+from ansible.module_utils.jobspec import render as jobspec_render
 
 from plugin_utils import PROJECT_ROOT, acceptance, jobspec_input
 

@@ -3,8 +3,9 @@
 import json
 
 import pytest
-from ansible.module_utils import jobspec_render, redaction
-from ansible.module_utils.jobspec import JobSpecError
+from ansible.module_utils.base import redaction
+from ansible.module_utils.jobspec import render as jobspec_render
+from ansible.module_utils.jobspec.model import JobSpecError
 
 from plugin_utils import jobspec_input as ji
 

@@ -18,7 +18,7 @@ from monitoring_filters import (
 
 from plugin_utils import monitoring
 
-from ansible.module_utils import daemon_ctl  # isort: skip
+from ansible.module_utils.daemons import ctl as daemon_ctl  # isort: skip
 
 TENSORBOARD = {"bind": "198.18.0.10", "port": 6006, "executable": "/opt/ray-verl/venv/bin/tensorboard",
                "shared_root": "/private", "reload_s": 60, "scalar_samples": 500, "load_fast": "true",

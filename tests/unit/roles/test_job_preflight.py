@@ -7,8 +7,8 @@ import os
 import subprocess
 import sys
 
-from ansible.module_utils import jobspec
-from ansible.module_utils import jobspec_render as render
+from ansible.module_utils.jobspec import model as jobspec
+from ansible.module_utils.jobspec import render
 from ray_job_harness import NOW
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))

@@ -7,7 +7,7 @@ import yaml
 
 from plugin_utils import PROJECT_ROOT, monitoring
 
-from ansible.module_utils import daemon_ctl  # isort: skip
+from ansible.module_utils.daemons import ctl as daemon_ctl  # isort: skip
 
 ROOT = PROJECT_ROOT
 

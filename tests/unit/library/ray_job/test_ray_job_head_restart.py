@@ -4,7 +4,7 @@ that cannot be shown (the head ran since before the submit, or cannot be read) n
 import json
 import os
 
-from ansible.module_utils import ray_cluster as rc
+from ansible.module_utils.base import ray_cluster as rc
 from ray_job_harness import HEAD, SID, WORKER, files, make_spec, record, run
 
 

@@ -3,7 +3,7 @@
 through: seen by a follower, by up.yml's reconcile, or at the end."""
 
 import pytest
-from ansible.module_utils import ray_cluster as rc
+from ansible.module_utils.base import ray_cluster as rc
 from ray_job_harness import HEAD, SID, WORKER, action, files, make_action, make_spec, module_result, record, run
 
 WINDOW_S = 600

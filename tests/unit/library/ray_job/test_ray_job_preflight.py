@@ -9,10 +9,10 @@ import subprocess
 import types
 
 import pytest
-from ansible.module_utils import ray_cluster as rc
-from ansible.module_utils import verl_probe
+from ansible.module_utils.base import ray_cluster as rc
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.jobs import preflight
+from ansible.module_utils.verl import probe as verl_probe
 from ray._raylet import RAY_INTERNAL_NAMESPACE_PREFIX
 from ray_job_harness import GRPO_SID, HEAD, WORKER, make_verl_spec, record, submit
 

@@ -5,7 +5,7 @@ import json
 import os
 
 import pytest
-from ansible.module_utils import ray_cluster as rc
+from ansible.module_utils.base import ray_cluster as rc
 from ansible.module_utils.jobs import stacks
 from ray_job_harness import SID, files, make_spec, record, run
 

@@ -1,10 +1,10 @@
-"""module_utils/jobs/files.py: files on the shared root read, written and locked as data of any shape (issue 22,
+"""module_utils/base/files.py: files on the shared root read, written and locked as data of any shape (issue 22,
 class 3): no symlink followed, a FIFO never blocks, regular files only, a cap on what is read, ASCII numbers."""
 
 import os
 
 import pytest
-from ansible.module_utils.jobs import files
+from ansible.module_utils.base import files
 from blocking import within
 
 

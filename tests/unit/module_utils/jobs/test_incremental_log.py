@@ -6,11 +6,11 @@ import json
 import os
 
 import pytest
-from ansible.module_utils import verl_metrics as vm
 from ansible.module_utils.jobs import driver_log as dl
 from ansible.module_utils.jobs import evidence, hang
 from ansible.module_utils.jobs import record as jr
 from ansible.module_utils.jobs.status import JobStatus
+from ansible.module_utils.verl import metrics as vm
 
 SECRET = "hf_0123456789abcdef"
 

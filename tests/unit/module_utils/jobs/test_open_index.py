@@ -3,9 +3,9 @@
 import os
 
 import pytest
+from ansible.module_utils.base.files import UnsafeFile
 from ansible.module_utils.jobs import open_index, reconcile
 from ansible.module_utils.jobs import record as jr
-from ansible.module_utils.jobs.files import UnsafeFile
 from ansible.module_utils.jobs.status import JobStatus
 
 

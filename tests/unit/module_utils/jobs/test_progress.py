@@ -6,8 +6,9 @@ import json
 import os
 
 import pytest
-from ansible.module_utils import verl_metrics as vm
-from ansible.module_utils.jobs import files, progress
+from ansible.module_utils.base import files
+from ansible.module_utils.jobs import progress
+from ansible.module_utils.verl import metrics as vm
 from ray_job_harness import RecordJob, file_logger_line
 
 LOSS = "train/loss"

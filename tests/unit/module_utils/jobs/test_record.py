@@ -6,10 +6,10 @@ import stat
 import threading
 
 import pytest
-from ansible.module_utils import verl_metrics as vm
 from ansible.module_utils.jobs import evidence
 from ansible.module_utils.jobs import record as jr
 from ansible.module_utils.jobs.status import final_state
+from ansible.module_utils.verl import metrics as vm
 
 # What verl's console logger prints (Ray prefixes the driver's lines with the actor).
 LOG = """\

@@ -5,7 +5,7 @@ that kept the anchor from ever being found, a wrong log size for hang tracking, 
 import os
 
 import pytest
-from ansible.module_utils import redaction
+from ansible.module_utils.base import redaction
 from ansible.module_utils.jobs import driver_log as dl
 from ansible.module_utils.jobs import hang, open_index, reconcile
 from ansible.module_utils.jobs import record as jr

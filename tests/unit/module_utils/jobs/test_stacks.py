@@ -285,8 +285,8 @@ def test_the_job_api_through_a_job(running, ray, dashboard, capsys):
     """processes(job) and dump(job, when_ms), as the hang detection calls them."""
     import types
 
-    from ansible.module_utils import jobspec as js
     from ansible.module_utils.jobs.job import Job
+    from ansible.module_utils.jobspec import model as js
 
     config = js.RayConfig.from_dict(running["ray_config"])
     module = types.SimpleNamespace(params={"token_path": running["token_path"]})
@@ -305,8 +305,8 @@ def test_the_job_api_through_a_job(running, ray, dashboard, capsys):
 def test_a_job_ray_does_not_know_fails_processes_in_one_line(running, dashboard):
     import types
 
-    from ansible.module_utils import jobspec as js
     from ansible.module_utils.jobs.job import Job
+    from ansible.module_utils.jobspec import model as js
 
     del dashboard.routes[f"/api/jobs/{SID}"]
     job = Job(types.SimpleNamespace(params={"token_path": None}), js.RayConfig.from_dict(running["ray_config"]), SID,

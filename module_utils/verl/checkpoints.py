@@ -15,7 +15,7 @@ checkpoint dir, is skipped with its reason.
 import os
 import re
 
-from ansible.module_utils.jobs.files import MAX_DIGITS, RecordError, ascii_int, read_small
+from ansible.module_utils.base.files import MAX_DIGITS, RecordError, ascii_int, read_small
 
 TRACKER = "latest_checkpointed_iteration.txt"
 _DIGITS = f"[0-9]{{1,{MAX_DIGITS}}}"

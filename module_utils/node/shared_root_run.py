@@ -7,7 +7,7 @@ shared_root_ctl; this file runs the two commands (findmnt, mount) and fails the 
 
 import os
 
-from ansible.module_utils import shared_root_ctl as ctl
+from ansible.module_utils.node import shared_root_ctl as ctl
 
 # The argument spec, here because two modules take it: shared_root itself and ray_node's `shared_root` option.
 OPTIONS = {

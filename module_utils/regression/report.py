@@ -16,10 +16,12 @@ import re
 import time
 import xml.etree.ElementTree as ET
 
-from ansible.module_utils import regression_gates, svg_charts, verl_metrics
-from ansible.module_utils.conventions import ID_RULE, job_dir, matches, one_line, regression_dir, tensorboard_link
+from ansible.module_utils.base.conventions import ID_RULE, job_dir, matches, one_line, regression_dir, tensorboard_link
 from ansible.module_utils.jobs.record import read_json, write_text
 from ansible.module_utils.jobs.status import MISSING, STATES
+from ansible.module_utils.regression import gates as regression_gates
+from ansible.module_utils.regression import svg_charts
+from ansible.module_utils.verl import metrics as verl_metrics
 
 LOG_TAIL_LINES = 40
 MESSAGE_WIDTH = 200
@@ -75,7 +77,7 @@ def entry_result(entry_name, spec, submission_id, status, log_tail, record_dir, 
         "error_type": get("error_type"),
         "reason": get("reason"),
         "message": one_line(get("message"), MESSAGE_WIDTH),
-        # Why a failed job failed (module_utils/diagnosis.py, written into its status.json).
+        # Why a failed job failed (module_utils/verl/diagnosis.py, written into its status.json).
         "diagnosis": get("diagnosis"),
         "log_tail": "\n".join((log_tail or "").splitlines()[-LOG_TAIL_LINES:]),
         "record": record_dir,

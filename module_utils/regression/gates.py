@@ -14,7 +14,7 @@ or any key verl printed (critic/score/max). `at` reduces the per-step values to 
 min, max, mean or change (last - first). `min`/`max` bound it; `golden` with `tolerance` (a fraction of
 |golden|, default 0.1) or `abs_tolerance` compares it with a known value. A metric with no value fails its gate.
 
-Standard library only: imported by the report module (ansible.module_utils.regression_gates), the suite loader
+Standard library only: imported by the report module (ansible.module_utils.regression.gates), the suite loader
 on the control host, and scripts.
 """
 

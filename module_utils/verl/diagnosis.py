@@ -14,7 +14,7 @@ once: see _compile), and a line longer than 2 * WINDOW is searched in its first 
 import collections
 import re
 
-from ansible.module_utils.conventions import one_line
+from ansible.module_utils.base.conventions import one_line
 
 # retryable: a retry may cure it (JobSpec retries.on takes only these): the cluster failed the job, not the job
 # itself. User errors (hydra_config, import_error, ...) fail the same way again; a stop by a person or by Slurm is

@@ -6,7 +6,7 @@ the XML is built by ElementTree (which escapes), so a hostname cannot break eith
 
 import xml.etree.ElementTree as ET
 
-from ansible.module_utils import conventions
+from ansible.module_utils.base import conventions
 
 DASH = "-"
 

@@ -5,7 +5,7 @@ against the field tables of jobspec_fields.py, and filled with its derived defau
 holds the rules between fields and between a spec and its cluster (check_cluster). All of them raise
 JobSpecError (defined in jobspec_fields; callers of this module catch it as jobspec.JobSpecError).
 Rendering a JobSpec into a Ray job is jobspec_render.py; reading spec files and -e text is the control
-host's job (plugin_utils/jobspec_input.py). Modules import this as ansible.module_utils.jobspec, so only
+host's job (plugin_utils/jobspec_input.py). Modules import this as ansible.module_utils.jobspec.model, so only
 the standard library and the project's module_utils are imported.
 """
 
@@ -18,9 +18,9 @@ import posixpath
 import re
 import secrets
 
-from ansible.module_utils import conventions
-from ansible.module_utils.jobs.record import paths as record_paths
-from ansible.module_utils.jobspec_fields import (
+from ansible.module_utils.base import conventions
+from ansible.module_utils.base.conventions import record_paths
+from ansible.module_utils.jobspec.fields import (
     ENV_VARS_FIELD,
     NAME_FIELD,
     RAY_CONFIG_FIELDS,
@@ -210,7 +210,7 @@ def _owned_conflict(target, owned_keys):
 
 def check_env(env):
     """A job's env may not choose its code (CODE_ENV_NAMES) nor set what the renderer sets (RENDERED_ENV)."""
-    from ansible.module_utils.jobspec_render import RENDERED_ENV  # here: jobspec_render imports this module
+    from ansible.module_utils.jobspec.render import RENDERED_ENV  # here: jobspec_render imports this module
 
     for name in env:
         if name in CODE_ENV_NAMES or name.startswith(CODE_ENV_PREFIXES):
@@ -224,7 +224,7 @@ def check_env(env):
 def check_overrides(overrides):
     """Overrides may not delete keys (~), set what the spec renders (jobspec_render.OWNED_KEYS, their ancestors
     included) or hydra's own config, nor call a resolver (plain ${other.key} references stay)."""
-    from ansible.module_utils.jobspec_render import OWNED_KEYS  # here: jobspec_render imports this module
+    from ansible.module_utils.jobspec.render import OWNED_KEYS  # here: jobspec_render imports this module
 
     for i, text in enumerate(overrides):
         field = f"overrides[{i}]"

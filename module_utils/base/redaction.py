@@ -1,6 +1,6 @@
 """Hiding secrets in everything a job writes or shows: record files, command lines, module output.
 
-Imported by modules as ansible.module_utils.redaction (standard library only).
+Imported by modules as ansible.module_utils.base.redaction (standard library only).
 """
 
 import copy

@@ -1,7 +1,7 @@
 """Rendering a JobSpec into a Ray job: verl's trainers and hydra overrides, the runtime_env, the
 entrypoint and its resources, and the equivalent `ray job submit` command.
 
-Runs where the job is submitted (the module on the head): imported as ansible.module_utils.jobspec_render,
+Runs where the job is submitted (the module on the head): imported as ansible.module_utils.jobspec.render,
 standard library only.
 """
 
@@ -9,11 +9,11 @@ import copy
 import json
 import shlex
 
-from ansible.module_utils import conventions
-from ansible.module_utils.jobs.record import paths as record_paths
-from ansible.module_utils.jobspec import as_ray_config as _as_ray_config
-from ansible.module_utils.jobspec import as_spec as _as_spec
-from ansible.module_utils.jobspec_fields import TRAINERS
+from ansible.module_utils.base import conventions
+from ansible.module_utils.base.conventions import record_paths
+from ansible.module_utils.jobspec.fields import TRAINERS
+from ansible.module_utils.jobspec.model import as_ray_config as _as_ray_config
+from ansible.module_utils.jobspec.model import as_spec as _as_spec
 
 
 def _hydra_value(value):

@@ -1,4 +1,4 @@
-"""A daemon's directories and files (module_utils/daemon_ctl.py): made, owned, moded and written as root without ever
+"""A daemon's directories and files (module_utils/daemons/ctl.py): made, owned, moded and written as root without ever
 following a symbolic link, and reachable by the user the daemon runs as, however their parent folders were made."""
 
 import errno

@@ -13,7 +13,7 @@ import re
 import socket
 import time
 
-from ansible.module_utils.daemon_files import DaemonError, directory, lstat, makedirs, open_parents, place
+from ansible.module_utils.daemons.files import DaemonError, directory, lstat, makedirs, open_parents, place
 
 SYSTEMD_DIR = "/run/systemd/system"
 UNIT_DIR = "/etc/systemd/system"

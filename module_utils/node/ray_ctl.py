@@ -1,7 +1,7 @@
 """Start, inspect and stop the Ray processes of one node (the host we run on).
 
 The steps of library/ray_node.py (which keeps its documentation, its argument spec and main()), run by
-module_utils/ray_node_run.py. The node records what it was started with (a fingerprint of the command, environment
+module_utils/node/ray_run.py. The node records what it was started with (a fingerprint of the command, environment
 and Ray version) so a re-run can tell "healthy, leave it" from "drifted, restart it" without
 asking Ray. Commands run through a `run_command(argv, environ_update=None) -> (rc, out, err)`
 given by the caller (AnsibleModule.run_command).
@@ -16,9 +16,10 @@ import shutil
 import signal
 import time
 
+from ansible.module_utils.base import files
+
 # Only the files helpers: the record's module would bring the whole job model into every node check.
-from ansible.module_utils import node_probe
-from ansible.module_utils.jobs import files
+from ansible.module_utils.node import probe as node_probe
 
 # A Ray job's driver carries this variable; the job supervisor sets it.
 DRIVER_ENV_MARKER = b"RAY_JOB_CONFIG_JSON_ENV_VAR="
@@ -124,7 +125,7 @@ def jobs_in_the_way(role, node_ip, dashboard_url, token_path):
 
     Raises when the cluster cannot be read: the caller then refuses to restart.
     """
-    from ansible.module_utils import ray_cluster as rc
+    from ansible.module_utils.base import ray_cluster as rc
 
     rc.prepare_client_env(token_path)
     jobs = [rc.job_summary(j) for j in rc.job_client(dashboard_url, rc.read_token(token_path)).list_jobs()]

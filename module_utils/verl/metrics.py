@@ -14,18 +14,18 @@ lines are for people reading driver.log.
 A job's files are untrusted data: a line of the file logger is looked at only up to LINE_CAP bytes, keys are short
 printable names and values finite numbers; every console pattern runs in time linear in the line.
 
-Imported by modules as ansible.module_utils.verl_metrics: standard library and conventions only.
+Imported by modules as ansible.module_utils.verl.metrics: standard library and conventions only.
 """
 
 import json
 import math
 import re
 
-from ansible.module_utils.conventions import one_line, printable
-from ansible.module_utils.jobs import files
+from ansible.module_utils.base import conventions, files
+from ansible.module_utils.base.conventions import one_line, printable
 
 # The record's file verl's file logger writes (record.paths()["metrics"]).
-METRICS_FILE = "metrics.jsonl"
+METRICS_FILE = conventions.METRICS_FILE
 # A line of verl's file logger longer than this is skipped (a step of a big PPO config is a few KB); a key longer
 # than KEY_CAP or not printable is left out, and a row keeps at most KEYS_CAP keys.
 JSONL_LINE_CAP = 1 << 20

@@ -1,6 +1,6 @@
 """A minimal Redis (RESP2) client to check the store Ray's GCS fault tolerance keeps the head's tables in.
 
-Imported by modules as ansible.module_utils.redis_store (standard library only: the hosts it ships to
+Imported by modules as ansible.module_utils.daemons.redis_store (standard library only: the hosts it ships to
 have no `redis` package). Every reply is bounded (MAX_REPLY bytes, MAX_DEPTH nesting, one deadline of
 `timeout` seconds per command), so a peer that is not Redis, or a hostile one, cannot make it hang or
 eat memory. Each failure is a StoreError: one line naming host:port and the cause, never the password.

@@ -9,7 +9,7 @@ import os
 import re
 import secrets
 
-from ansible.module_utils.conventions import SHARED_ROOT_MARK
+from ansible.module_utils.base.conventions import SHARED_ROOT_MARK
 
 
 class NotUsable(Exception):

@@ -20,7 +20,7 @@ import posixpath
 import re
 import statistics
 
-from ansible.module_utils import conventions
+from ansible.module_utils.base import conventions
 
 THRESHOLD = 0.5
 GB = 1e9

@@ -1,6 +1,6 @@
 """Names and paths every part of the project agrees on, defined once.
 
-Every file imports this as ansible.module_utils.conventions (on the control host through the
+Every file imports this as ansible.module_utils.base.conventions (on the control host through the
 bootstrap, plugin_utils/__init__.py). It imports only the standard library.
 """
 
@@ -171,3 +171,40 @@ def one_line(text, width=None):
     if width is not None and len(line) > width:
         line = line[: width - 3] + "..."
     return line
+
+
+# A job record's folders (jobs/<submission_id>/...) and verl's metrics file in it (its file logger writes it).
+RECORD_LAYOUT = ("config", "logs", "checkpoints", "debug")
+METRICS_FILE = "metrics.jsonl"
+
+
+def record_paths(output_dir):
+    """Every file and folder of one job record (jobs/<id>/), by name."""
+    join = posixpath.join
+    return {
+        "dir": output_dir,
+        "job_spec": join(output_dir, "config", "job_spec.json"),
+        "runtime_env": join(output_dir, "config", "runtime_env.json"),
+        "submit_cmd": join(output_dir, "config", "submit_cmd.txt"),
+        "env_names": join(output_dir, "config", "env_var_names.json"),
+        "submit_out": join(output_dir, "logs", "ray_job_submit.out"),
+        "driver_log": join(output_dir, "logs", "driver.log"),
+        "checkpoints": join(output_dir, "checkpoints"),
+        # verl's own loggers write these (jobspec_render sets VERL_FILE_LOGGER_PATH and TENSORBOARD_DIR to them);
+        # logs/metrics.state.json is how much of metrics.jsonl a follower has read (module_utils/jobs/progress.py).
+        "metrics": join(output_dir, METRICS_FILE),
+        "tensorboard": join(output_dir, "tensorboard"),
+        "metrics_state": join(output_dir, "logs", "metrics.state.json"),
+        "status_pre": join(output_dir, "debug", "ray_status_pre.txt"),
+        "status_post": join(output_dir, "debug", "ray_status_post.txt"),
+        "job_list_post": join(output_dir, "debug", "ray_job_list_post.txt"),
+        "nodes": join(output_dir, "debug", "nodes.json"),
+        "actors": join(output_dir, "debug", "actors.json"),
+        "failure": join(output_dir, "debug", "failure.txt"),
+        # Ray's error logs of a failed job's workers and the raylet logs of their nodes.
+        "debug_logs": join(output_dir, "debug", "logs"),
+        "status": join(output_dir, "status.json"),
+        "preflight": join(output_dir, "preflight.json"),
+        # The reason of a stop, left before Ray is asked (see follow.stop_for).
+        "stop_request": join(output_dir, ".stop_request"),
+    }

@@ -11,8 +11,10 @@ import os
 import sys
 import time
 
-from ansible.module_utils import node_probe, redis_store, shared_root_run
-from ansible.module_utils import ray_node_ctl as ctl
+from ansible.module_utils.daemons import redis_store
+from ansible.module_utils.node import probe as node_probe
+from ansible.module_utils.node import ray_ctl as ctl
+from ansible.module_utils.node import shared_root_run
 
 # How long a worker whose start timed out waits for the head's GCS to answer before it starts again.
 RETRY_WAIT_S = 120

@@ -4,7 +4,7 @@ A job's own curves are TensorBoard's (verl's tensorboard logger writes every run
 roles/ray_tensorboard serves them). The trend is a few values per regression run, one point per run, read on the control
 host, where no plotting library is installed: a few plain shapes are enough, and every text is escaped.
 
-Imported as ansible.module_utils.svg_charts: standard library only.
+Imported as ansible.module_utils.regression.svg_charts: standard library only.
 """
 
 import math

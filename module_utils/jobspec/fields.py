@@ -5,7 +5,7 @@ constraints, static default and doc. check / check_fields validate and normalise
 and raise JobSpecError naming the bad field; -e coercion (plugin_utils/jobspec_input.py) and the JSON Schema
 (jobspec.schema.json, plugin_utils/jobspec_schema.py) are derived from the same tables. The typed models and
 resolve(), which fills the derived defaults and checks the rules between fields, are jobspec.py.
-Modules import this as ansible.module_utils.jobspec_fields, so only the standard library and the project's
+Modules import this as ansible.module_utils.jobspec.fields, so only the standard library and the project's
 module_utils are imported.
 """
 
@@ -17,8 +17,9 @@ import difflib
 import math
 import posixpath
 
-from ansible.module_utils import conventions, diagnosis
-from ansible.module_utils.redaction import DEFAULT_SECRET_ENV_NAMES
+from ansible.module_utils.base import conventions
+from ansible.module_utils.base.redaction import DEFAULT_SECRET_ENV_NAMES
+from ansible.module_utils.verl import diagnosis
 
 WORKLOADS = ("ppo", "grpo", "sft", "smoke", "command")
 # Workloads rendered as verl trainers: they need a model and training data.

@@ -1,0 +1,1 @@
+"""Long-running services the roles start (Redis, Prometheus, TensorBoard) and the GCS store (over base/)."""

@@ -1,0 +1,1 @@
+"""One node: its Ray, its shared root, its code snapshots, and the doctor's checks of it (over base/ and daemons/)."""

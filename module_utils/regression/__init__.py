@@ -1,0 +1,1 @@
+"""Regression suites and acceptance runs: gates, reports and their charts (over base/, verl/ and jobs/)."""
