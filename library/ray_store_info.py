@@ -27,7 +27,8 @@ options:
     default: default
   password:
     description:
-      - The store's password, never shown. Mutually exclusive with O(password_file); give neither for a store without one.
+      - The store's password, never shown.
+      - Mutually exclusive with O(password_file); give neither for a store without one.
     type: str
   password_file:
     description:
