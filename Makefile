@@ -7,7 +7,7 @@ WORKERS ?= 2
 # STORE=0 leaves out lab-store, the lab's Redis host for Ray's GCS fault tolerance (default: with it).
 STORE ?= 1
 
-.PHONY: venv lint unit unit-verl integration test demo lab-up lab-down lab-slurm lab-venv lab-assets system-deps
+.PHONY: venv lint sanity unit unit-verl integration test demo lab-up lab-down lab-slurm lab-venv lab-assets system-deps
 
 # System packages the lab and the playbooks need (Debian/Ubuntu, as root).
 # Slurm and munge make the lab a Slurm cluster too (make lab-slurm); their packages start no daemon here.
@@ -35,6 +35,11 @@ lint: venv
 	$(BIN)/ruff check .
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/ansible-lint
 
+# Ansible's validate-modules on a collection-shaped copy of the plugins in a temporary folder (scripts/sanity.py);
+# tests/sanity/ignore.txt lists what it may find, each line with why. Its test venv is made once from PyPI.
+sanity: venv
+	$(BIN)/python scripts/sanity.py
+
 unit: venv
 	$(BIN)/pytest -q tests/unit
 
@@ -49,7 +54,7 @@ integration: venv system-deps
 	  --junitxml=.reports/integration.xml tests/integration
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/molecule test
 
-test: lint unit unit-verl integration
+test: lint sanity unit unit-verl integration
 
 # The lab's nodes run Ray from .venv-verl, like a GPU image that ships Ray, torch and verl (CPU builds here).
 LAB_VENV := .venv-verl
