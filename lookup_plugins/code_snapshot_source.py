@@ -4,12 +4,34 @@ DOCUMENTATION = r"""
 name: code_snapshot_source
 short_description: Identify a code source (an archive or a directory) for a snapshot on the shared root
 description:
-  - Returns C({path, id, digest, archive, commit}) for the source path; the id is the git commit of a
-    checkout or C(<name>-<12 hex of a content hash>).
+  - Returns C({path, id, digest, archive, commit}) for the source path; the id is C(<name>-<12 hex>), the hex
+    from a checkout's git commit, else from a hash of the content.
 options:
   _terms:
     description: The source's path on the control host.
     required: true
+"""
+
+EXAMPLES = r"""
+- name: Code snapshot | Identify the verl source
+  ansible.builtin.set_fact:
+    verl_source: "{{ lookup('code_snapshot_source', '/srv/src/verl-0.9.1.tar.gz') }}"
+  # {path: /srv/src/verl-0.9.1.tar.gz, id: verl-0.9.1-<12 hex>, digest: ..., archive: true, commit: null}
+
+- name: Code snapshot | A git checkout is named by its commit (verl-<its first 12 hex>)
+  ansible.builtin.debug:
+    msg: "{{ lookup('code_snapshot_source', '/srv/src/verl').id }}"
+"""
+
+RETURN = r"""
+_raw:
+  description:
+    - One dict for each term, with C(path) (as given), C(id) (C(<name>-<12 hex>) of the checkout's git commit, else
+      of the content hash), C(digest) (the content hash), C(archive) (whether it is an archive rather than a
+      directory) and C(commit) (the git commit of a directory, else none).
+    - A path that cannot be read fails the lookup with one line naming it.
+  type: list
+  elements: dict
 """
 
 import os

@@ -18,6 +18,26 @@ options:
     default: ""
 """
 
+EXAMPLES = r"""
+- name: Code snapshot | Place the plugins on the shared root
+  shared_files:
+    root: /private
+    files: "{{ lookup('code_tree', 'files/verl_cpu', 'files/probe.py', wantlist=true, prefix='common/code/plugins') }}"
+  # [{dest: common/code/plugins/verl_cpu/__init__.py, content_b64: ..., mode: '0644'}, ...,
+  #  {dest: common/code/plugins/probe.py, content_b64: ..., mode: '0644'}]
+"""
+
+RETURN = r"""
+_raw:
+  description:
+    - One dict for each file, with C(dest) (O(prefix) joined with the path relative to the term's parent),
+      C(content_b64) (the file's bytes, base64) and C(mode) (C(0644)), in the form M(shared_files)'
+      O(shared_files#module:files) takes.
+    - A term that is neither a file nor a folder fails the lookup.
+  type: list
+  elements: dict
+"""
+
 import base64
 import os
 

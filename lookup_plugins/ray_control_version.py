@@ -8,6 +8,20 @@ description:
   - Returns C(none) when Ray is not installed there.
 """
 
+EXAMPLES = r"""
+- name: Ray | The nodes run the control host's Ray version
+  ansible.builtin.assert:
+    that: lookup('ray_control_version') == ray_version
+    fail_msg: the control host has Ray {{ lookup('ray_control_version') }}, the nodes {{ ray_version }}
+"""
+
+RETURN = r"""
+_raw:
+  description: One string, the version (e.g. C(2.60.0)), or C(none) (the string) without Ray.
+  type: list
+  elements: str
+"""
+
 import importlib.metadata
 
 from ansible.plugins.lookup import LookupBase

@@ -18,6 +18,25 @@ options:
     type: path
 """
 
+EXAMPLES = r"""
+- name: Regression | Load the suite
+  ansible.builtin.set_fact:
+    regression_entries: "{{ query('regression_suite', 'lab') }}"
+
+- name: Regression | Each entry's JobSpec, from a suites folder of one's own
+  ansible.builtin.debug:
+    msg: "{{ item.name }}: {{ item.spec }}"
+  loop: "{{ query('regression_suite', 'nightly', suites_dir='/srv/suites') }}"
+"""
+
+RETURN = r"""
+_raw:
+  description:
+    - The suite's entries, each C({name, spec, overrides, gates}), secret env values in overrides redacted.
+  type: list
+  elements: dict
+"""
+
 import os
 import sys
 
