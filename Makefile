@@ -35,8 +35,9 @@ lint: venv
 	$(BIN)/ruff check .
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/ansible-lint
 
-# Ansible's validate-modules on a collection-shaped copy of the plugins in a temporary folder (scripts/sanity.py);
-# tests/sanity/ignore.txt lists what it may find, each line with why. Its test venv is made once from PyPI.
+# Ansible's sanity tests validate-modules and ansible-doc on a collection-shaped copy of the plugins in a temporary
+# folder (scripts/sanity.py); tests/sanity/ignore.txt lists what they may find, each line with why. Their venvs are
+# made once, from PyPI, under ~/.ansible/test/.
 sanity: venv
 	$(BIN)/python scripts/sanity.py
 

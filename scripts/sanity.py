@@ -14,8 +14,10 @@ project's helpers as ``ansible.module_utils.<helper>``. So this script copies th
 rewrites in the copy (never in the repository) what a collection names differently: an import of one of the
 project's helpers becomes ``ansible_collections.<ns>.<name>.plugins.module_utils.<helper>`` (found by the helper's
 file, so whatever layout module_utils/ has is followed; Ansible's own ``ansible.module_utils.basic`` and friends are
-left alone), and a doc fragment named in ``extends_documentation_fragment`` gets the collection's prefix. Then it runs
-``ansible-test sanity --test validate-modules`` there and removes the copy, whatever happened.
+left alone), a doc fragment named in ``extends_documentation_fragment`` and a plugin named in markup (M(ray_node),
+O(ray_job#module:suite), P(name#filter)) get the collection's prefix, and an author without a GitHub handle is marked
+``(!UNKNOWN)``, validate-modules' word for it. Then it runs ``ansible-test sanity --test validate-modules --test
+ansible-doc`` there and removes the copy, whatever happened.
 
 Every finding fails the run unless tests/sanity/ignore.txt lists it, each line with a comment saying why; an ignore
 line that no longer matches a finding fails it too (ansible-test's own rule), so the file cannot go stale.
@@ -42,6 +44,9 @@ COLLECTION = "ray_verl"
 FQ = f"{NAMESPACE}.{COLLECTION}"
 MODULE_UTILS_PKG = f"ansible_collections.{NAMESPACE}.{COLLECTION}.plugins.module_utils"
 IGNORE = os.path.join("tests", "sanity", "ignore.txt")
+# validate-modules checks modules' and other plugins' documentation against their code; ansible-doc renders every
+# plugin's, the filters' (their YAML files beside filter_plugins/*.py) included, which validate-modules skips.
+DEFAULT_TESTS = ("validate-modules", "ansible-doc")
 
 # (folder in the repository, folder in the collection, whole tree or only its top-level files, suffixes)
 LAYOUT = (
@@ -131,7 +136,7 @@ def rewrite_references(text, plugins):
             continue
         if kind == "module":
             text = re.sub(rf"\bM\(({alternatives})\)", rf"M({FQ}.\g<1>)", text)
-        text = re.sub(rf"\b([A-Z]+)\(({alternatives})#{kind}:", rf"\g<1>({FQ}.\g<2>#{kind}:", text)
+        text = re.sub(rf"\b([A-Z]+)\(({alternatives})#{kind}([:)])", rf"\g<1>({FQ}.\g<2>#{kind}\g<3>", text)
     return text
 
 
@@ -157,7 +162,7 @@ def copy_tree(src, dst, recursive, suffixes, transform):
             with open(os.path.join(folder, name), encoding="utf-8") as f:
                 text = f.read()
             with open(os.path.join(target, name), "w", encoding="utf-8") as f:
-                f.write(transform(text) if name.endswith(".py") else text)
+                f.write(transform(text))
             count += 1
     return count
 
@@ -245,7 +250,9 @@ def build(root, dest):
     helpers = project_helpers(os.path.join(root, "module_utils"))
     fragments = plugin_names(root, "doc_fragments")
     plugins = {"module": plugin_names(root, "library"), "lookup": plugin_names(root, "lookup_plugins"),
-               "inventory": plugin_names(root, "inventory_plugins")}
+               "inventory": plugin_names(root, "inventory_plugins"),
+               "filter": {f.rsplit(".", 1)[0] for f in os.listdir(os.path.join(root, "filter_plugins"))
+                          if f.endswith((".yml", ".yaml"))}}
 
     def transform(text):
         text = rewrite_fragments(rewrite_imports(text, helpers), fragments)
@@ -271,7 +278,7 @@ def build(root, dest):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--keep", action="store_true", help="leave the copy behind and print where it is")
-    parser.add_argument("--test", action="append", help="a sanity test to run (default: validate-modules)")
+    parser.add_argument("--test", action="append", help=f"a sanity test to run (default: {' '.join(DEFAULT_TESTS)})")
     args, extra = parser.parse_known_args(argv)
     started = time.monotonic()
     dest = tempfile.mkdtemp(prefix="ray-verl-sanity-")
@@ -282,7 +289,7 @@ def main(argv=None):
         ensure_pip_bootstrap(bindir)
         ansible_test = os.path.join(bindir, "ansible-test")
         cmd = [ansible_test, "sanity", "--color", "no", "--python", f"{sys.version_info[0]}.{sys.version_info[1]}"]
-        for test in args.test or ["validate-modules"]:
+        for test in args.test or DEFAULT_TESTS:
             cmd += ["--test", test]
         env = dict(os.environ, PATH=bindir + os.pathsep + os.environ.get("PATH", ""))
         env.pop("ANSIBLE_CONFIG", None)  # the project's ansible.cfg names folders the copy does not have

@@ -62,6 +62,8 @@ def test_doc_fragments_and_references_get_the_collections_name():
     assert sanity.rewrite_fragments("extends_documentation_fragment: conn\n", {"conn"}) == \
         f"extends_documentation_fragment: {fq}.conn\n"
     assert sanity.rewrite_author("author: Jo (@jo)\n") == "author: Jo (@jo)\n"
+    assert sanity.rewrite_references("See P(f#filter), P(g#filter).", {"filter": {"f"}}) == \
+        f"See P({fq}.f#filter), P(g#filter)."
 
 
 def test_every_ignore_line_says_why(tmp_path):
