@@ -157,12 +157,24 @@ def read_nodes_until_ready(dashboard_url, expected, wait_s, clock=time.monotonic
 TARGETS_MAX_BYTES = 16 * 1024 * 1024
 
 
+class HttpOnlyRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect only to http or https. urllib's own follows one to ftp:// too: whatever answers at the
+    Prometheus address could make the node read an FTP server of its choosing."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        scheme = urllib.parse.urlsplit(newurl).scheme.lower()
+        if scheme not in ("http", "https"):
+            raise urllib.error.HTTPError(newurl, code, f"a redirect to {scheme or 'no'} scheme is refused", headers, fp)
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
 def prometheus_targets(url, timeout=5.0):
     """Prometheus's active targets (its JSON answer), or None when it does not answer with JSON."""
     if not str(url).lower().startswith(("http://", "https://")):
         return None  # a site value of any shape: never a file or FTP read on the head
+    opener = urllib.request.build_opener(HttpOnlyRedirects)  # and a redirect of any shape: never FTP either
     try:
-        with urllib.request.urlopen(f"{url.rstrip('/')}/api/v1/targets?state=active", timeout=timeout) as answer:
+        with opener.open(f"{url.rstrip('/')}/api/v1/targets?state=active", timeout=timeout) as answer:
             body = answer.read(TARGETS_MAX_BYTES + 1)
         if len(body) > TARGETS_MAX_BYTES:
             return None

@@ -154,11 +154,16 @@ def prometheus():
     import http.server
     import threading
 
-    state = {"body": b'{"status": "success", "data": {"activeTargets": []}}', "paths": []}
+    state = {"body": b'{"status": "success", "data": {"activeTargets": []}}', "paths": [], "redirect": None}
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
             state["paths"].append(self.path)
+            if state["redirect"] and self.path.startswith("/api/"):  # the API's path redirected, once
+                self.send_response(302)
+                self.send_header("Location", state["redirect"])
+                self.end_headers()
+                return
             self.send_response(200)
             self.end_headers()
             self.wfile.write(state["body"])
@@ -233,6 +238,50 @@ def test_without_the_jobs_the_job_client_is_never_asked(cluster, capsys):
     code, out = run(capsys, dashboard_url=URL, expected_workers=EXPECTED, list_jobs=False)
     assert code == 0 and "jobs" not in out and "busy_node_ips" not in out and out["missing"]
     assert not [c for c in cluster["calls"] if c[0] == "job_client"]
+
+
+@pytest.fixture
+def ftp_port():
+    """A port that listens like an FTP server and never answers; accepted() says whether anything connected."""
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(5)
+    listener.setblocking(False)
+
+    def accepted():
+        try:
+            listener.accept()[0].close()
+            return True
+        except BlockingIOError:
+            return False
+
+    yield listener.getsockname()[1], accepted
+    listener.close()
+
+
+def test_a_redirect_to_ftp_is_refused_without_connecting(cluster, prometheus, ftp_port, capsys):
+    """urllib's own redirect handler follows http to ftp://: whatever answers at the Prometheus address would make
+    the node read an FTP server of its choosing."""
+    port, accepted = ftp_port
+    prometheus["redirect"] = f"ftp://127.0.0.1:{port}/api/v1/targets"
+    code, out = run(capsys, dashboard_url=URL, prometheus_url=prometheus["url"])
+    assert code == 0 and out["prometheus_targets"] is None
+    assert prometheus["paths"] == ["/api/v1/targets?state=active"] and not accepted()
+
+
+@pytest.mark.parametrize("where", ["file:///etc/passwd", "data:,{}"])
+def test_a_redirect_to_another_scheme_is_refused(prometheus, where):
+    prometheus["redirect"] = where
+    assert ray_cluster_info.prometheus_targets(prometheus["url"], timeout=2) is None
+
+
+def test_a_redirect_within_http_is_followed(cluster, prometheus, capsys):
+    prometheus["redirect"] = prometheus["url"] + "/moved/targets"
+    code, out = run(capsys, dashboard_url=URL, prometheus_url=prometheus["url"])
+    assert code == 0 and out["prometheus_targets"] == {"status": "success", "data": {"activeTargets": []}}
+    assert prometheus["paths"] == ["/api/v1/targets?state=active", "/moved/targets"]
 
 
 @pytest.mark.parametrize("url", ["file:///etc/passwd", "ftp://127.0.0.1/x", "/api", ""])
