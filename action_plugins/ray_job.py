@@ -22,7 +22,7 @@ from plugin_utils import PROJECT_ROOT, jobspec_input, ray_action
 
 from ansible.module_utils.base import conventions  # isort: skip
 from ansible.module_utils.base import redaction  # isort: skip
-from ansible.module_utils.jobs import options  # isort: skip
+from ansible.module_utils.jobs import options, retry  # isort: skip
 from ansible.module_utils.jobspec.fields import ENV_NAME_RULE  # isort: skip
 from ansible.module_utils.jobs.status import JobStatus, RecordError  # isort: skip
 
@@ -191,7 +191,8 @@ class ActionModule(ActionBase):
             site_defaults=site_defaults, overrides=overrides, extra_vars=extra)
 
     def _retries(self, module, last, spec, ray_config, poll_s):
-        """While the job failed for a reason its spec's retries cover and attempts remain: the next attempt.
+        """After a wait: while the job failed, follow its newest attempt if it has one (the watcher, or an earlier run
+        of this command, resumed it), else submit the next attempt when the retry rule (retry.py) says it is due.
 
         spec: the job's spec as this run resolved it (secrets included), or None to take it from the record."""
         while not last.get("failed") and last.get("state") == "FAILED":
@@ -199,22 +200,17 @@ class ActionModule(ActionBase):
                 status = JobStatus.from_dict(last.get("status"), where=f"{last.get('submission_id')}'s status")
             except RecordError as exc:
                 return {**last, "failed": True, "msg": f"{exc}; not retried"}
-            policy = status.retries or {}
-            kind = (status.diagnosis or {}).get("kind")
-            # A run stopped for its own time limits (or by a person, or Slurm) is not retried: each attempt would
-            # get a fresh max_run_s.
-            if kind not in (policy.get("on") or []) or status.reason in conventions.OWN_STOP_REASONS:
-                break
             planned = module(action="attempt", submission_id=last["submission_id"])
             newest = planned.get("newest")
             if newest and newest != last["submission_id"]:
-                # Retried before (an earlier run of this command): follow the newest attempt, start none.
+                self._show(f"{last['submission_id']}: FAILED; following its newest attempt, {newest}")
                 last = self._follow(module, newest, None, poll_s)
                 continue
-            if planned.get("failed") or planned.get("attempts_made", 0) >= (policy.get("max") or 0):
+            due, why = retry.due(status, planned.get("attempts_made", 0))
+            if not due or planned.get("failed"):
                 break
-            self._show(f"{last['submission_id']}: failed ({kind}): attempt {planned['attempts_made'] + 1} of "
-                       f"{policy['max']}, resuming from the newest whole checkpoint")
+            kind = (status.diagnosis or {}).get("kind")
+            self._show(f"{last['submission_id']}: failed ({kind}): {why}, resuming from the newest whole checkpoint")
             last = self._resume(module, last["submission_id"], spec, ray_config, poll_s, planned)
         return last
 
@@ -230,9 +226,13 @@ class ActionModule(ActionBase):
             self._show(f"{hung['submission_id']}: hung: {hung.get('summary') or 'no stacks'}")
         for sid in watched.get("retry", []):
             planned = module(action="attempt", submission_id=sid)
-            policy = (planned.get("status") or {}).get("retries") or {}
-            if planned.get("failed") or planned.get("newest") not in (None, sid) \
-                    or planned.get("attempts_made", 0) >= (policy.get("max") or 0):
+            if planned.get("failed") or planned.get("newest") not in (None, sid):
+                continue
+            try:
+                status = JobStatus.from_dict(planned.get("status"), where=f"{sid}'s status")
+            except RecordError:
+                continue
+            if not retry.due(status, planned.get("attempts_made", 0))[0]:
                 continue
             submitted = self._resume(module, sid, None, ray_config, 0, planned, follow_it=False)
             watched.setdefault("attempts", []).append(submitted.get("submission_id") or sid)

@@ -1,130 +1,44 @@
-"""Following a job: wait (with its timeouts), stop, status and logs, each bringing the record up to date."""
+"""Following a job: wait, stop, status and logs, each bringing the record up to date with one step (step.py)."""
 
 import time
 
 from ansible.module_utils.base import conventions, files
 from ansible.module_utils.base.files import RecordError
 from ansible.module_utils.jobs import client as jc
-from ansible.module_utils.jobs import driver_log, evidence, hang, reconcile
+from ansible.module_utils.jobs import driver_log, evidence, reconcile, step
 from ansible.module_utils.jobs.job import Failed
-from ansible.module_utils.jobs.record import now_ms
 
 # Lines of the driver log that action=logs returns, out of at most its last LOG_TAIL_BYTES.
 LOG_TAIL_LINES = 100
 LOG_TAIL_BYTES = 1 << 20
-# How long a stop waits for Ray to report the job ended (Ray may never stop a job whose driver was not placed).
-STOP_WAIT_S = {"PENDING_TIMEOUT": 10}
-STOP_WAIT_DEFAULT_S = 30
-
-
-def stop_for(job, status, reason):
-    """Stop a job we gave up on and say why in its record (a record another run finalised stays as it is).
-
-    The reason is left in the record before Ray is asked: a wait polling meanwhile (one whose controller was
-    interrupted goes on for up to poll_s on the head) can see the job STOPPED before this run writes status.json,
-    and finalises it with this reason rather than without one. A run killed while asking leaves the file behind;
-    it only ever explains a job Ray reports STOPPED."""
-    requested = job.record.request_stop(reason)
-    try:
-        job.client.stop(job.sid)
-    except Exception as exc:  # noqa: BLE001 - a stop that failed is not recorded as one
-        if requested:
-            job.record.withdraw_stop_request(reason)
-        raise Failed(f"{job.sid}: stopping the job failed, its record is unchanged: "
-                     f"{conventions.one_line(job.redact(str(exc)), 200)}") from None
-    status.reason = reason
-    job.save_status(status)
-    if requested:  # status.json says it now
-        job.record.withdraw_stop_request(reason)
-    # Ray may not stop a job whose driver was never placed (ray#31008); it fails such a job itself at
-    # RAY_JOB_START_TIMEOUT_SECONDS. We record our verdict without waiting for that.
-    deadline = time.monotonic() + STOP_WAIT_S.get(reason, STOP_WAIT_DEFAULT_S)
-    while time.monotonic() < deadline:
-        info = job.info()
-        if jc.is_terminal(info):
-            return info
-        time.sleep(1)
-    return job.info()
-
-
-def overdue(summary, status, now):
-    """The reason to stop a job its own timeouts no longer allow, or None."""
-    timeouts = status.timeouts or {}
-    pending_s = timeouts.get("pending_s") or conventions.DEFAULT_PENDING_S
-    if summary["status"] == "PENDING" and status.submitted_at and now - status.submitted_at > pending_s * 1000:
-        return "PENDING_TIMEOUT"
-    max_run_s = timeouts.get("max_run_s")
-    if (summary["status"] == "RUNNING" and max_run_s and summary["start_time"]
-            and now - summary["start_time"] > max_run_s * 1000):
-        return "DEADLINE_EXCEEDED"
-    return None
-
-
 def follow(module, job):
-    """action=wait: follow the job for up to poll_s seconds, enforcing its pending_s and max_run_s."""
+    """action=wait: follow the job for up to poll_s seconds, a cheap step (Ray's state, the job's timeouts) each
+    second and a whole one (progress, hang) at the end, as the watcher takes it (step.py)."""
     status = job.status()
     if status.final:
         return job.result(status, f"{evidence.final_line(job, status)} (final)")
     if module.check_mode:
         return job.result(status, f"{job.sid}: not followed in check mode")
     deadline = time.monotonic() + module.params["poll_s"]
+    last_seen_ms = module.params.get("last_seen_ms")
     while True:
-        info = job.info()
-        if info is None:
-            if status.rebuilt:  # no status.json to say it was submitted: never finalised from a guess
-                raise Failed(f"{job.sid}: Ray does not know this job and its {status.rebuilt}; the record is unchanged",
-                             **job.result(status, f"{job.sid}: unknown to Ray"))
-            status = reconcile.forgotten(job, status)
+        look = time.monotonic() >= deadline
+        done = step.step(job, status, last_seen_ms=last_seen_ms, look=look)
+        last_seen_ms, status = None, done.status  # an outage is noted on the first step
+        if done.verb == step.UNREADABLE:
+            raise Failed(f"{job.sid}: Ray does not know this job and its {status.rebuilt}; the record is unchanged",
+                         **job.result(status, f"{job.sid}: unknown to Ray"))
+        if done.verb == step.UNKNOWN:
+            status = reconcile.forgotten(job, status)  # fails naming why, unless the head restarted just now
             return job.result(status, evidence.final_line(job, status))
-        summary = jc.summary(info)
-        if module.params.get("last_seen_ms") and evidence.note_outage(
-                status, summary["start_time"], job.client.head_started_ms(), module.params["last_seen_ms"], "wait"):
-            module.params["last_seen_ms"] = None  # noted once
-            job.save_status(status)
-        reason = overdue(summary, status, now_ms())
-        if reason:
-            info = stop_for(job, status, reason)
-            if info is None:  # Ray forgot the job while it stopped (its head restarted): the next poll says so
-                break
-            summary = jc.summary(info)
-        if jc.is_terminal(info) or status.reason == "PENDING_TIMEOUT":
-            status = evidence.finalize(job, info, status)
+        if done.verb in (step.FINAL, step.FINALIZED):
             return job.result(status, evidence.final_line(job, status))
-        if time.monotonic() >= deadline:
-            break
+        if done.info is None:  # Ray forgot the job while it was stopped: the next wait says so
+            return job.result(status, f"{job.sid}: {status.state}")
+        if look:
+            return job.result(status, evidence.progress_line(job, done.info, status, done.log))
         time.sleep(1)
-    log = driver_log.refresh_log(job)
-    status.state = summary["status"]
-    ended = look(job, status, info, log)
-    if ended is not None:
-        return job.result(ended, evidence.final_line(job, ended))
-    job.save_status(status)
-    return job.result(status, evidence.progress_line(job, info, status, log))
-
-
-def look(job, status, info, log):
-    """A running job's progress (hang.track); a hang found takes the job's stacks and then reports it or stops it
-    (reason HUNG), per its spec. Returns the final status when the job was stopped and finalised, else None."""
-    if jc.summary(info)["status"] != "RUNNING":
-        return None
-    now = now_ms()
-    hang.track(status, log, now)
-    stall = hang.hung(status, now)
-    if stall is None:
-        return None
-    try:
-        from ansible.module_utils.jobs import stacks  # only when a job is hung: it reads every process of the job
-
-        taken = stacks.dump(job, now)
-    except Exception as exc:  # noqa: BLE001 - the verdict stands without stacks; the record says why
-        taken = {"dir": None, "summary": f"no stacks: {conventions.one_line(job.redact(str(exc)), 200)}"}
-    stall.update(stacks=taken.get("dir"), summary=taken.get("summary"))
-    status.stall = stall
-    job.save_status(status)
-    if stall["action"] != "stop":
-        return None
-    info = stop_for(job, status, conventions.HUNG_REASON)
-    return evidence.finalize(job, info, status) if jc.is_terminal(info) else None
+        status = job.status()
 
 
 def stop(module, job):
@@ -132,7 +46,7 @@ def stop(module, job):
     status, info = job.status(), job.info()
     running = info is not None and not jc.is_terminal(info)
     if running and not module.check_mode:
-        info = stop_for(job, status, module.params["stop_reason"])
+        info = step.stop_for(job, status, module.params["stop_reason"])
         if jc.is_terminal(info):
             status = evidence.finalize(job, info, status)
         elif info is not None:  # Ray has not stopped it yet: a later status or wait finalises the record
@@ -143,20 +57,17 @@ def stop(module, job):
 
 
 def refresh(module, job):
-    """action=status/logs: bring the record up to date with Ray (finalising it when the job ended). Returns the status,
-    the driver log (evidence.refresh_log's, "" when not looked at) and Ray's JobInfo (None: Ray does not know it)."""
-    status, info = job.status(), job.info()
-    log = ""
-    if info is None and not status.final and not status.rebuilt and not module.check_mode:
-        status = reconcile.forgotten(job, status)
-    if info is not None and not module.check_mode:
-        if not status.final:
-            if jc.is_terminal(info):
-                status = evidence.finalize(job, info, status)
-            else:
-                status.state = jc.summary(info)["status"]
-                job.save_status(status)
-        log = driver_log.refresh_log(job)
+    """action=status/logs: one step (step.py) brings the record up to date with Ray. Returns the status, the driver
+    log (driver_log.refresh_log's, "" when not looked at) and Ray's JobInfo (None: Ray does not know it)."""
+    status = job.status()
+    done = step.step(job, status, check_mode=module.check_mode)
+    status, info, log = done.status, done.info, done.log
+    if done.verb == step.UNKNOWN and not module.check_mode:
+        status = reconcile.forgotten(job, status)  # fails naming why, unless the head restarted just now
+    if done.verb == step.FINAL:
+        info = job.info()
+    if info is not None and not module.check_mode and not log:
+        log = driver_log.refresh_log(job)  # a final job's log, copied to its end
     return status, log, info
 
 

@@ -1,61 +1,26 @@
 """action=watch: one pass over every open record on the shared root, so that nobody has to follow a job.
 
-For each record that is not final: a job Ray says ended is finalised; a running job past its own timeouts is
-stopped and finalised; a running job's progress is tracked and a hang is handled (follow.look); a job the
-restarted head forgot is finalised (reconcile). Failed jobs whose spec retries their diagnosis are returned, for
-the action plugin to submit the next attempt. Every step is the same one a wait would take, under the record's
-locks, so a watcher is safe beside a wait of the same job and beside another watcher. A record that cannot be
-read is reported, never changed; when Ray cannot be read the whole pass fails (fail closed: nothing is judged).
+Each record that is not final takes one step (step.py), the same one a wait takes, under the record's locks, so a
+watcher is safe beside a wait of the same job and beside another watcher. Failed jobs the retry rule (retry.py)
+retries are returned, for the action plugin to submit the next attempt. What one record holds costs that record
+only: a record that cannot be read is reported, never changed, and any error in one record's step is one line in
+the pass's `errors` while the pass goes on. When Ray cannot be read the whole pass fails (fail closed: nothing is
+judged).
 """
 
 from ansible.module_utils.base import conventions
-from ansible.module_utils.jobs import client as jc
-from ansible.module_utils.jobs import driver_log, evidence, follow, reconcile
+from ansible.module_utils.jobs import reconcile, retry, step
 from ansible.module_utils.jobs.job import Failed, Job
-from ansible.module_utils.jobs.record import now_ms
 from ansible.module_utils.jobs.status import RecordError
 
 
-def retry_due(status):
-    """Whether the action plugin should submit this final record's next attempt (its spec retries its kind; the
-    plugin's attempt action counts the attempts made)."""
-    policy, kind = status.retries or {}, (status.diagnosis or {}).get("kind")
-    if status.state != "FAILED" or kind not in (policy.get("on") or []) or not policy.get("max"):
-        return False
-    # A job stopped for its own time limits, by a person or by Slurm is not retried; one stopped as hung is.
-    return status.reason not in conventions.OWN_STOP_REASONS or status.reason == conventions.HUNG_REASON
-
-
 def one(module, job, head_started):
-    """Bring one open record up to date; returns what happened: (verb, status)."""
+    """Bring one open record up to date (step.py); returns what happened: (verb, status)."""
     status = job.status()
-    if status.final:
-        return "final", status
-    if status.rebuilt:
-        return "unreadable", status  # never judged from a guess (Record.status rebuilt it)
-    info = job.info()
-    if info is None:
-        started = reconcile.forgotten_since(job, status, head_started)
-        if started is None or module.check_mode:
-            return "unknown", status
-        return "finalized", reconcile.finalize_forgotten(job, status, started)[0]
-    if module.check_mode:
-        return "open", status
-    summary = jc.summary(info)
-    reason = follow.overdue(summary, status, now_ms())
-    if reason:
-        info = follow.stop_for(job, status, reason)
-        if info is None:
-            return "open", status
-    if jc.is_terminal(info) or status.reason == "PENDING_TIMEOUT":
-        return "finalized", evidence.finalize(job, info, status)
-    log = driver_log.refresh_log(job)
-    status.state = summary["status"]
-    ended = follow.look(job, status, info, log)
-    if ended is not None:
-        return "finalized", ended
-    job.save_status(status)
-    return "open", status
+    if status.rebuilt and not status.final:
+        return step.UNREADABLE, status  # never judged from a guess (Record.status rebuilt it)
+    done = step.step(job, status, check_mode=module.check_mode, head_started=head_started)
+    return done.verb, done.status
 
 
 def watch(module, config):
@@ -69,6 +34,7 @@ def watch(module, config):
     probe = Job(module, config, open_ids[0], conventions.job_dir(config.shared_root, open_ids[0]))
     head_started = probe.client.head_started_ms()  # Ray unreadable: the pass fails here, having changed nothing
     for sid in open_ids:
+        job = None
         try:
             job = Job(module, config, sid, conventions.job_dir(config.shared_root, sid), client=probe.client)
             verb, status = one(module, job, head_started)
@@ -78,12 +44,16 @@ def watch(module, config):
         except Failed as exc:
             result["errors"].append(str(exc))
             continue
+        except Exception as exc:  # noqa: BLE001 - one record's content never stops the pass for the others
+            text = job.redact(str(exc)) if job is not None else "(before its record was read)"
+            result["errors"].append(f"{sid}: {type(exc).__name__}: {conventions.one_line(text, 300)}")
+            continue
         result["changed"] = result["changed"] or job.changed
         if verb == "finalized":
             result["finalized"].append(sid)
             result["ended"][sid] = status.state + (f" ({status.reason})" if status.reason else "") + (
                 f": {status.diagnosis['kind']}" if status.diagnosis else "")
-            if retry_due(status):
+            if retry.due(status)[0]:
                 result["retry"].append(sid)
         elif verb == "unreadable":
             result["unreadable"].append(f"{sid}: {status.rebuilt}")

@@ -1,9 +1,14 @@
 """Nobody has to watch (issue 21): watch.yml, one pass over every open record (a timer runs it), finds a hung verl
 job, takes the stacks of its ranks, stops it and resumes it from its newest whole checkpoint; a job that is merely
-slow is never called hung; a deadline passes on a job nobody follows and the watcher alone enforces it."""
+slow is never called hung; a deadline passes on a job nobody follows and the watcher alone enforces it.
+
+One engine (issue 31): submit.yml -e wait=true alone does what the watcher does for a hung job (the same step and
+retry rule), job.yml -e do=wait on a job the watcher retried follows its newest attempt, and a metrics.jsonl line
+holding a 400-digit number (a value, then a step) costs nothing but that line."""
 
 import json
 import os
+import threading
 import time
 
 import pytest
@@ -43,6 +48,28 @@ def job_actors(sid):
             and a["node_id"] in by_node]
 
 
+def append_metrics(sid, line):
+    """A line verl's file logger never writes, appended to the job's own metrics.jsonl as a job could."""
+    path = os.path.join(RECORDS, sid, "metrics.jsonl")
+    wait_for(lambda: os.path.exists(path), 600, f"{sid}'s metrics.jsonl")
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(line + "\n")
+
+
+HUGE = "9" * 400
+HUGE_VALUE = '{"step": 2, "data": {"train/loss": ' + HUGE + ', "train/lr": 1e-5}}'
+HUGE_STEP = '{"step": ' + HUGE + ', "data": {"train/loss": 0.5}}'
+
+
+def hang_a_rank(sid):
+    """SIGSTOP one rank of sid once global_step_3 is saved: a real collective hang (the other rank waits in gloo)."""
+    wait_for(lambda: tracked_step(sid) >= 3, 600, f"{sid} to save global_step_3")
+    actors = wait_for(lambda: len(job_actors(sid)) >= 2 and job_actors(sid), 60, f"{sid}'s two ranks")
+    host, pid = actors[-1]
+    ssh(host, f"kill -STOP {pid}")
+    return time.monotonic()
+
+
 def final(sid):
     try:
         return status(sid)["final"]
@@ -53,11 +80,8 @@ def final(sid):
 def test_a_hung_rank_is_found_explained_and_the_job_resumed():
     sid = new_id("hang")
     assert playbook("submit.yml", *SFT2, "-e", f"submission_id={sid}").rc == 0
-    wait_for(lambda: tracked_step(sid) >= 3, 600, f"{sid} to save global_step_3")
-    actors = wait_for(lambda: len(job_actors(sid)) >= 2 and job_actors(sid), 60, f"{sid}'s two ranks")
-    host, pid = actors[-1]
-    ssh(host, f"kill -STOP {pid}")  # a real collective hang: the other rank waits in gloo
-    stopped_at = time.monotonic()
+    append_metrics(sid, HUGE_VALUE)  # the passes below read it: each must still exit 0 and judge the job
+    stopped_at = hang_a_rank(sid)
     out = watch_until(lambda: final(sid), STALL_S + 300, f"{sid} found hung and stopped")
     detected_s = time.monotonic() - stopped_at
     st = status(sid)
@@ -70,9 +94,12 @@ def test_a_hung_rank_is_found_explained_and_the_job_resumed():
     assert st["diagnosis"]["evidence"]["line"] == stall["summary"] and "no stacks" not in stall["summary"], stall
     assert f"{sid}: FAILED (HUNG): hung" in out and f"{sid}-r1: submitted, resuming {sid}" in out, out[-3000:]
 
-    # The next pass submits the attempt, later passes follow it to its end.
+    # The watcher submitted the attempt; a wait on the first job follows that attempt to its end, through a
+    # 400-digit step in the attempt's metrics.
     attempt = f"{sid}-r1"
-    watch_until(lambda: final(attempt), 900, f"{attempt} to end")
+    append_metrics(attempt, HUGE_STEP)
+    waited = playbook("job.yml", "-e", f"id={sid}", "-e", "do=wait")
+    assert waited.rc == 0 and f"following its newest attempt, {attempt}" in waited.out, waited
     resumed = status(attempt)
     assert resumed["state"] == "SUCCEEDED" and resumed["resumed_from"]["step"] >= 3, resumed
     assert status(sid)["attempts"] == [attempt]
@@ -82,6 +109,25 @@ def test_a_hung_rank_is_found_explained_and_the_job_resumed():
             excerpt += f"--- {name}\n{handle.read()[:600]}\n"
     print(f"{sid}: hang found {detected_s:.0f}s after SIGSTOP (stall_s {STALL_S}); diagnosis "
           f"{json.dumps(st['diagnosis'])}\n{excerpt}")
+
+
+def test_a_followed_job_found_hung_is_resumed_by_its_follower_alone():
+    """submit.yml -e wait=true, no watcher: the same command finds the hang, takes the stacks, resumes from the
+    newest whole checkpoint and exits 0 with the attempt SUCCEEDED."""
+    sid, runs = new_id("fhang"), []
+    thread = threading.Thread(target=lambda: runs.append(playbook(
+        "submit.yml", *SFT2, "-e", f"submission_id={sid}", "-e", "wait=true")))
+    thread.start()
+    try:
+        wait_for(lambda: os.path.isdir(os.path.join(RECORDS, sid)), 120, f"{sid}'s record")
+        hang_a_rank(sid)
+    finally:
+        thread.join(timeout=1500)
+    [run] = runs
+    st, resumed = status(sid), status(f"{sid}-r1")
+    assert run.rc == 0 and f"{sid}: failed (hung): attempt 1 of 1" in run.out, run
+    assert (st["state"], st["reason"]) == ("FAILED", "HUNG") and st["stall"]["stacks"], st
+    assert resumed["state"] == "SUCCEEDED" and resumed["resumed_from"]["step"] >= 3, resumed
 
 
 def test_a_slow_but_moving_job_is_never_called_hung():

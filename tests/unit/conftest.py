@@ -8,7 +8,7 @@ import pytest
 from ansible.module_utils.base import conventions
 from ansible.module_utils.base import ray_cluster as rc
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.jobs import evidence, follow, record, submit
+from ansible.module_utils.jobs import evidence, follow, record, step, submit
 from ray_job_harness import HEAD, WORKER, Clock, FakeRay
 from redis_harness import REDIS_SERVER, FakePeer, RedisServer
 
@@ -24,7 +24,7 @@ def ray(monkeypatch):
     monkeypatch.setattr(rc, "list_alive_actor_nodes", lambda url: [])
     monkeypatch.setattr(rc, "job_log_tail", fake.log_tail)
     monkeypatch.setattr(rc, "job_log_chunks", fake.log_chunks)
-    for module in (evidence, follow, record, submit):
+    for module in (evidence, follow, record, step, submit):
         monkeypatch.setattr(module, "time", clock)
 
     def no_process(self, args, **kwargs):

@@ -298,9 +298,40 @@ def test_a_job_that_never_saved_is_retried_from_the_start(ray, ray_config, capsy
     assert any("from the start (it saved no checkpoint)" in line for line in shown)
 
 
+def failed_last(reason, kind, on):
+    return {"state": "FAILED", "submission_id": "j", "status": {
+        "submission_id": "j", "state": "FAILED", "final": True, "reason": reason,
+        "retries": {"max": 3, "on": on}, "diagnosis": {"kind": kind}}}
+
+
 def test_a_job_stopped_for_its_own_deadline_is_not_retried():
     calls = []
     plugin = make_action({}, {}, lambda **kw: pytest.fail("no module call"))
-    last = {"state": "FAILED", "submission_id": "j", "status": {"submission_id": "j", "state": "FAILED", "final": True,
-        "reason": "DEADLINE_EXCEEDED", "retries": {"max": 3, "on": ["nccl_gloo"]}, "diagnosis": {"kind": "nccl_gloo"}}}
-    assert plugin._retries(lambda **kw: calls.append(kw), last, None, {}, 5) is last and calls == []
+    last = failed_last("DEADLINE_EXCEEDED", "nccl_gloo", ["nccl_gloo"])
+
+    def module(**kw):
+        calls.append(kw["action"])
+        return {"newest": "j", "attempts_made": 0}
+    assert plugin._retries(module, last, None, {}, 5) is last and calls == ["attempt"]
+
+
+def test_a_job_stopped_as_hung_is_retried_by_its_follower_as_the_watcher_would(monkeypatch):
+    """The follower and the watcher ask one rule (retry.due): HUNG is a stop of the project's, yet retried."""
+    plugin = make_action({}, {}, lambda **kw: pytest.fail("no module call"))
+    plugin._host, resumed = "head", []
+    monkeypatch.setattr(plugin, "_resume", lambda module, sid, spec, rc, poll, planned: resumed.append(planned)
+                        or {"state": "SUCCEEDED", "submission_id": "j-r1"})
+    last = failed_last("HUNG", "hung", ["hung"])
+    result = plugin._retries(lambda **kw: {"newest": "j", "attempts_made": 0}, last, None, {}, 5)
+    assert result["submission_id"] == "j-r1" and len(resumed) == 1
+
+
+def test_a_wait_on_a_job_the_watcher_retried_follows_the_newest_attempt(monkeypatch):
+    """job.yml -e do=wait on the first job: its attempt j-r1 is followed, whatever the first job's retry rule says."""
+    plugin = make_action({}, {}, lambda **kw: pytest.fail("no module call"))
+    plugin._host, followed = "head", []
+    monkeypatch.setattr(plugin, "_follow", lambda module, sid, out, poll: followed.append(sid)
+                        or {"state": "SUCCEEDED", "submission_id": sid})
+    last = failed_last("HUNG", "hung", [])  # not retryable by its own rule: the attempt was made by hand
+    result = plugin._retries(lambda **kw: {"newest": "j-r1", "attempts_made": 1, "failed": True}, last, None, {}, 5)
+    assert followed == ["j-r1"] and result["state"] == "SUCCEEDED"
