@@ -11,7 +11,7 @@ description:
     environment), the digest of each verl code snapshot as this node sees it, the GPUs the driver
     shows, free space on the shared root, the clock, the interface that routes to the head and the
     raylet's NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME and GCS store settings (module_utils/node/doctor.py RAYLET_VARS),
-    and where Ray's dashboard agent finds py-spy.
+    where Ray's dashboard agent finds py-spy, and whether /proc hides other users' processes (its hidepid).
   - GPUs are counted as M(ray_node) counts them for C(num_gpus=auto) (nvidia-smi on the PATH or in a driver's
     usual folder, else NVML; module_utils/node/probe.py), and the interface is found as it finds it (iproute2, or
     the kernel's route without it).
@@ -94,6 +94,12 @@ py_spy:
   description: Where Ray's processes find py-spy (the raylet's PATH, or the Ray Python's folder first), else null.
   returned: phase=facts
   type: str
+proc_hidepid:
+  description:
+    - The hidepid option of /proc as mounted here (C(off) when absent; C(noaccess), C(invisible), C(ptraceable)
+      hide other users' command lines), or null when no proc mount on /proc was found.
+  returned: phase=facts
+  type: str
 probes:
   description: Every probe file this node reads, by node name.
   returned: phase=read
@@ -117,6 +123,17 @@ def raylet_env():
     """The environment of this node's raylet (what Ray's workers inherit), or None when none runs."""
     raylets = ctl.find_raylets()
     return ctl.process_environ(raylets[0]) if raylets else None
+
+
+def proc_hidepid():
+    """/proc's hidepid option in this node's mount table (doctor.proc_hidepid), or None when it cannot be read."""
+    for path in ("/proc/self/mountinfo", "/proc/mounts"):
+        try:
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                return doctor.proc_hidepid(handle.read(1 << 22))  # a container host's table fits in 4 MiB
+        except OSError:
+            continue
+    return None
 
 
 def probe_dir(shared_root, run_id):
@@ -151,6 +168,7 @@ def facts(module, p):
             "gpus_present": gpus, "gpus_error": gpus_error,
             "iface": node_probe.interface_to(module.run_command, p["head_ip"]), "node_ip": p["node_ip"],
             "py_spy": node_probe.find_on_ray_path("py-spy", p["python"], env), "ray_python": p["python"],
+            "proc_hidepid": proc_hidepid(),
             "raylet_env": {k: v for k, v in (env or {}).items() if k in doctor.RAYLET_VARS} if env else None,
             "free_gb": usage.f_bavail * usage.f_frsize / 2**30, "clock": time.time(),
             "probe": probe if not module.check_mode else None}

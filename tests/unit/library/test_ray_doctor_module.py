@@ -47,6 +47,7 @@ def test_without_iproute2_the_route_to_the_head_and_the_gpus_are_found(bare_host
     out = facts(capsys, args)
     assert out["iface"] == "lo" and out["gpus_present"] == 1 and out["gpus_error"] is None, out
     assert out["py_spy"] is None and out["ray_python"] == args["python"] and out["python"] == "3.12.3"
+    assert out["proc_hidepid"] == ray_doctor.proc_hidepid() and out["proc_hidepid"] is not None  # a Linux /proc
 
 
 def test_a_failing_driver_and_py_spy_beside_the_ray_python_are_reported(bare_host, capsys):

@@ -9,7 +9,7 @@ import json
 import pytest
 import ray_store_info
 from ansible.module_utils.testing import patch_module_args
-from redis_harness import LOCAL, PASSWORD, free_port
+from redis_harness import LOCAL, PASSWORD, free_port, slow_redis
 
 KEYS = {"reachable", "version", "aof_enabled", "persistence_ok", "cluster_data"}
 
@@ -90,6 +90,17 @@ def test_namespace_keys_present_and_absent(redis, capsys):
 def test_options_out_of_range_fail_before_connecting(capsys, option, value):
     code, out = run(capsys, {"host": LOCAL, option: value})
     assert code == 1 and "port must be 1-65535 and timeout above 0" in one_line(out) and out["reachable"] is False
+    code, out = run(capsys, {"host": LOCAL, "port": free_port(), "deadline_s": -1})
+    assert code == 1 and one_line(out) == "deadline_s must be above 0 (got -1)" and out["reachable"] is False
+
+
+def test_a_store_too_slow_for_the_deadline_fails_naming_it_with_what_was_found(fake_peer, capsys):
+    peer = fake_peer(slow_redis(0.2, password=True))
+    args = {"host": LOCAL, "port": peer.port, "password": PASSWORD, "namespace": "abc", "timeout_s": 0.5}
+    code, out = run(capsys, {**args, "deadline_s": 1.5})
+    assert code == 1 and one_line(out).startswith(f"Redis at {LOCAL}:{peer.port}: the check did not finish within "
+                                                  "its deadline of 1.5s; found so far: Redis 7.0.15"), out["msg"]
+    assert out["reachable"] is True and out["version"] == "7.0.15" and "cluster_data" not in out
 
 
 def test_a_garbage_peer_fails_in_one_line(fake_peer, capsys):

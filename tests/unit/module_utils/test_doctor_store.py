@@ -36,6 +36,11 @@ def test_no_store_is_said_not_blamed(facts):
     ({"check": {"failed": False, "reachable": False,  # as doctor.yml registers it (failed_when false)
                 "msg": "Redis at 10.0.0.9:6380: cannot connect (Connection refused)"}},
      "(start it with up.yml"),
+    ({"check": {"failed": True, "reachable": True, "version": "7.0.15",  # the facts it had when cut short
+                "msg": "Redis at 10.0.0.9:6380: the check did not finish within its deadline of 30s; found so far: "
+                       "Redis 7.0.15, append-only file on, persistence ok, no Ray tables of namespace x in 9 SCAN "
+                       "calls (cluster_data unknown)"}},
+     "(cluster_data unknown) (it answers too slowly, or what listens on its port is not the store"),
     ({"check": dict(STORE["check"], persistence_ok=False)}, "does not keep its data on disk"),
     ({"check": dict(STORE["check"], cluster_data=False)}, "holds no tables of namespace"),
 ])

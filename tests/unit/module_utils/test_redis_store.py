@@ -10,7 +10,7 @@ import time
 
 import pytest
 from ansible.module_utils.daemons import redis_store as rs
-from redis_harness import LOCAL, PASSWORD, free_port
+from redis_harness import LOCAL, PASSWORD, free_port, slow_redis
 
 
 def error_of(call, *args, **kwargs):
@@ -159,6 +159,60 @@ def test_a_silent_or_slow_peer_times_out(fake_peer):
     assert exc.kind == "timeout" and time.monotonic() - started < 2
 
 
+# --- one deadline for the whole check
+
+
+def test_a_peer_answering_each_call_just_under_the_timeout_is_cut_at_the_deadline(fake_peer):
+    """Without the deadline this check would take MAX_SCANS calls of 0.2 s each (33 min): it says where it stopped."""
+    peer = fake_peer(slow_redis(0.2, password=True))
+    exc = error_of(rs.check, LOCAL, peer.port, PASSWORD, "abc", timeout=0.5, deadline_s=2)
+    assert exc.kind == "deadline" and exc.answered is True, str(exc)
+    assert str(exc).startswith(f"Redis at {LOCAL}:{peer.port}: the check did not finish within its deadline of 2s; "
+                               "found so far: Redis 7.0.15, append-only file on, persistence ok, no Ray tables of "
+                               "namespace abc in "), str(exc)
+    scans = int(re.search(r" in (\d+) SCAN calls? \(cluster_data unknown\)$", str(exc)).group(1))
+    assert 0 < scans < rs.MAX_SCANS
+    assert exc.found == {"reachable": True, "version": "7.0.15", "aof_enabled": True, "persistence_ok": True}
+    assert_one_line_without_password(exc, f"{LOCAL}:{peer.port}")
+    assert PASSWORD.encode() in peer.received  # AUTH went first: the reason an impostor must not hold the play
+
+
+def test_the_deadline_bounds_a_reply_that_the_per_call_timeout_would_still_wait_for(fake_peer):
+    silent = fake_peer(b"")
+    exc = error_of(rs.check, LOCAL, silent.port, PASSWORD, None, timeout=60, deadline_s=0.5)
+    assert exc.kind == "deadline" and exc.answered is False and exc.found == {}
+    assert str(exc) == (f"Redis at {LOCAL}:{silent.port}: the check did not finish within its deadline of 0.5s; "
+                        "found so far: nothing (no reply yet)")
+
+
+def test_past_its_deadline_a_client_sends_nothing():
+    client = rs.StoreClient(LOCAL, free_port(), PASSWORD, deadline_s=0.05)  # nothing listens there
+    time.sleep(0.1)
+    exc = error_of(client.ping)  # not "cannot connect": it did not try
+    assert exc.kind == "deadline" and str(exc).endswith("did not finish within its deadline of 0.05s")
+
+
+def test_a_paused_real_redis_is_cut_at_the_deadline_and_checked_once_it_answers(redis):
+    with redis.client() as admin:  # every client waits 1.5 s, this one too: a slow store
+        assert admin.command("CLIENT", "PAUSE", 1500, "ALL") == "OK"
+    exc = error_of(rs.check, LOCAL, redis.port, PASSWORD, "abc", deadline_s=0.5)
+    assert exc.kind == "deadline" and "deadline of 0.5s; found so far: nothing" in str(exc)
+    assert_one_line_without_password(exc, f"{LOCAL}:{redis.port}")
+    assert rs.check(LOCAL, redis.port, PASSWORD, "abc", deadline_s=rs.DEADLINE_S)["persistence_ok"] is True
+
+
+def test_a_version_that_repeats_the_password_is_hidden(fake_peer):
+    info = f"redis_version:{PASSWORD}\r\naof_enabled:1\r\n".encode()
+    bulk = b"$%d\r\n%s\r\n" % (len(info), info)
+
+    def echo(conn, stop):  # AUTH, PING, INFO, INFO, SCAN
+        for reply in (b"+OK\r\n", b"+PONG\r\n", bulk, bulk, b"*2\r\n$1\r\n0\r\n*0\r\n"):
+            conn.sendall(reply)
+            conn.recv(65536)
+
+    assert rs.check(LOCAL, fake_peer(echo).port, PASSWORD, None, timeout=2)["version"] == rs.HIDDEN
+
+
 def test_a_peer_that_repeats_the_password_never_gets_it_shown(fake_peer):
     peer = fake_peer(f"-ERR odd AUTH {PASSWORD} rejected\r\n".encode())
     client = rs.StoreClient(LOCAL, peer.port, password=PASSWORD, timeout=2.0)
@@ -194,6 +248,9 @@ def test_bad_arguments_raise_before_anything_is_sent():
     for bad_port, timeout in ((0, 1.0), (65536, 1.0), (port, 0)):
         with pytest.raises(ValueError, match="port must be 1-65535 and timeout above 0"):
             rs.StoreClient(LOCAL, bad_port, PASSWORD, timeout=timeout)
+    for deadline_s in (0, -1):
+        with pytest.raises(ValueError, match="deadline_s must be above 0"):
+            rs.check(LOCAL, port, PASSWORD, None, deadline_s=deadline_s)
     assert rs.table_pattern("a*b?[c]\\") == "RAYa\\*b\\?\\[c\\]\\\\@*" and rs.table_pattern(None) == "RAY*@*"
 
 
