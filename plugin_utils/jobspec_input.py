@@ -10,15 +10,9 @@ import os
 import re
 
 from ansible.module_utils.base import conventions, redaction
+from ansible.module_utils.base.model import ABSENT, expect, join_path
 from ansible.module_utils.jobspec import model as jobspec
-from ansible.module_utils.jobspec.fields import (
-    ABSENT,
-    SPEC_FIELDS,
-    TRAINERS,
-    JobSpecError,
-    expect,
-    join_path,
-)
+from ansible.module_utils.jobspec.fields import SPEC_FIELDS, TRAINERS, JobSpecError
 from ansible.module_utils.regression import gates as regression_gates
 
 # Extra vars that steer the playbooks rather than describe the job.

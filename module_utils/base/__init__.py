@@ -5,4 +5,6 @@
   files.py           files on the shared root as data of any shape: no symlink followed, caps, atomic writes, locks
   ray_connection.py  the connection options every Ray module shares
   ray_cluster.py     Ray's job, state and dashboard APIs, as the project calls them
+  model.py           the one model language: a field declared once (Field), the walk that checks values, the
+                     JSON Schema generator (the JobSpec's and status.json's tables)
 """

@@ -4,8 +4,9 @@ Every reader and writer goes through JobStatus (the module on the head, the acti
 any file content becomes a JobStatus or a RecordError whose one line names the file and the field (never its
 value: a record is data anyone who can write the share may have shaped). Like Ray's own JobInfo
 (dashboard/modules/job/common.py), the states say which are terminal, and a final record is never written over.
-The JSON Schema beside jobspec.schema.json (job_status.schema.json) is derived from FIELDS.
-Standard library only: the module on the head imports it.
+FIELDS is a table in the project's one model language (module_utils/base/model.py, the JobSpec's too): it checks
+every status read and published, and the JSON Schema beside jobspec.schema.json (job_status.schema.json) is derived
+from it. Standard library only: the module on the head imports it.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from __future__ import annotations
 import copy
 import dataclasses
 import enum
+import functools
 
-from ansible.module_utils.base import conventions
+from ansible.module_utils.base import conventions, model
 from ansible.module_utils.base.files import RecordError  # its home is files.py; status.RecordError stays
 from ansible.module_utils.base.ray_cluster import TERMINAL_JOB_STATES
 
@@ -44,28 +46,25 @@ class Merge(enum.Enum):
     REASON_GIVEN = "reason_given"  # a final status lacked the reason another run gave: work the state out again
 
 
-@dataclasses.dataclass(frozen=True)
-class F:
-    """One field of status.json: kinds str, int, number, bool, list (of str), numbers (a list of numbers), object
-    (sub-fields, each checked; other keys kept), objects (a list of objects with the sub-fields), mapping."""
-
-    name: str
-    kind: str
-    doc: str
-    nullable: bool = True
-    fields: tuple = ()
-    choices: tuple = ()
+# A field of status.json may be null (not known yet, or not this job's) unless it says otherwise, and an object keeps
+# the keys it does not know (a newer version's).
+F = functools.partial(model.Field, nullable=True, open=True)
+_TEXT = model.Field("", "str")
 
 
-_DIAGNOSIS = (F("kind", "str", "The failure's kind (module_utils/verl/diagnosis.py KINDS, or unknown).", nullable=False),
+_DIAGNOSIS = (F("kind", "str", "The failure's kind (module_utils/verl/diagnosis.py KINDS, or unknown).", nullable=False,
+                required=True),
               F("evidence", "object", "Where in the record the signature was found.", fields=(
                   F("file", "str", "The record's file (or status.json)."), F("line", "str", "The line found."))),
               F("hint", "str", "What to do about it."))
 
 FIELDS = (
-    F("submission_id", "str", "The job's Ray submission id and record directory name.", nullable=False),
-    F("state", "str", "The record's state (see STATES).", nullable=False, choices=tuple(STATES)),
-    F("final", "bool", "The job has ended and the record is complete; it is never written over.", nullable=False),
+    F("submission_id", "str", "The job's Ray submission id and record directory name.", nullable=False, required=True,
+      pattern=conventions.ID_RULE),
+    F("state", "str", "The record's state: " + "; ".join(f"{k}: {v}" for k, v in STATES.items()) + ".",
+      nullable=False, required=True, choices=tuple(STATES)),
+    F("final", "bool", "The job has ended and the record is complete; it is never written over.", nullable=False,
+      default=False),
     F("reason", "str", "Why ray_job or a person ended the job (STOPPED_BY_USER, PENDING_TIMEOUT, HEAD_RESTARTED, ...)."),
     F("spec", "str", "The spec file's name."),
     F("workload", "str", "ppo, grpo, sft, smoke or command."),
@@ -82,7 +81,7 @@ FIELDS = (
           choices=conventions.STALL_CHOICES))),
     F("retries", "object", "The spec's retry policy.", fields=(
         F("max", "int", "Attempts after the first."),
-        F("on", "list", "Diagnosis kinds that are retried."))),
+        F("on", "list", "Diagnosis kinds that are retried.", item=_TEXT))),
     F("submitted_at", "int", "When ray_job submitted the job (ms since the epoch)."),
     F("updated_at", "int", "When status.json was last written (ms)."),
     F("phases", "object", "Seconds spent in each phase.", fields=(
@@ -114,72 +113,43 @@ FIELDS = (
     F("diagnosis", "object", "Why the job failed (module_utils/verl/diagnosis.py).", fields=_DIAGNOSIS),
     F("last_state", "str", "The state before a restarted head forgot the job.", choices=tuple(STATES)),
     F("head_started_at", "int", "When the restarted head started (ms)."),
-    F("attempts", "list", "The first job's resuming attempts' ids, oldest first.", nullable=False),
+    F("attempts", "list", "The first job's resuming attempts' ids, oldest first.", nullable=False, default=[],
+      item=_TEXT),
     F("attempt_of", "str", "An attempt's first job."),
     F("attempt", "int", "An attempt's number (1 for <first>-r1)."),
     F("resumed_from", "object", "The checkpoint an attempt resumed from.", fields=(
         F("root", "str", "The first job."), F("submission_id", "str", "The job resumed."),
         F("path", "str", "The checkpoint (null: none, started over)."), F("step", "int", "Its step."),
-        F("skipped", "list", "Each newer checkpoint skipped, and why."))),
+        F("skipped", "list", "Each newer checkpoint skipped, and why.", item=_TEXT))),
     F("progress", "object", "The last step seen and when it moved, the log's size and when it grew (hang detection).",
       fields=(F("step", "int", "The newest verl step."), F("step_at", "int", "When it moved (ms)."),
               F("log_bytes", "int", "The driver log's size."), F("log_at", "int", "When it grew (ms)."),
-              F("step_s", "numbers", "Recent seconds per step."))),
+              F("step_s", "list", "Recent seconds per step.", item=model.Field("", "number")))),
     F("stall", "object", "The hang found, the stacks taken (debug/stacks/...) and what they show.", fields=(
         F("since", "int", "Since when nothing moved (ms)."), F("detected_at", "int", "When the hang was found (ms)."),
         F("limit_s", "int", "The stall limit."), F("step", "int", "The step it hung at."),
         F("idle_s", "int", "Seconds without progress."), F("what", "str", "What did not move (step, log line)."),
         F("action", "str", "report or stop."), F("stacks", "str", "Where the stacks are."),
         F("summary", "str", "What they show."))),
-    F("outages", "objects", "Each time the job lived through its head going away (a head with a GCS store).",
-      nullable=False, fields=(
-          F("from", "int", "The last time the job was seen through the old head (ms): the head died after it.",
-            nullable=False),
-          F("to", "int", "When the head that came back started (ms).", nullable=False),
-          F("seconds", "number", "to - from: the longest the head can have been away.", nullable=False),
-          F("seen_by", "str", "Who saw it: wait (a follower), reconcile (up.yml) or finalize.", nullable=False))),
+    F("outages", "list", "Each time the job lived through its head going away (a head with a GCS store).",
+      nullable=False, default=[], item=model.Field("", "object", open=True, fields=(
+          model.Field("from", "int", "The last time the job was seen through the old head (ms): the head died after "
+                      "it.", required=True),
+          model.Field("to", "int", "When the head that came back started (ms).", required=True),
+          model.Field("seconds", "number", "to - from: the longest the head can have been away.", required=True),
+          model.Field("seen_by", "str", "Who saw it: wait (a follower), reconcile (up.yml) or finalize.",
+                      required=True)))),
 )
 _BY_NAME = {f.name: f for f in FIELDS}
-# What even a hand-made status.json must hold; the other fields default (final false, attempts []).
-REQUIRED = ("submission_id", "state")
-_TYPES = {"str": (str,), "int": (int,), "number": (int, float), "bool": (bool,), "list": (list,), "numbers": (list,),
-          "object": (dict,), "objects": (list,), "mapping": (dict,)}
-# The largest number status.json may hold (about 9.2e18: ms since the epoch, steps, sizes all fit).
-NUMBER_LIMIT = 2 ** 63 - 1
-_WHAT = {"str": "a string", "int": "an integer", "number": "a number", "bool": "true or false",
-         "list": "a list of strings", "numbers": "a list of numbers", "object": "an object",
-         "objects": "a list of objects", "mapping": "an object"}
+# What even a hand-made status.json must hold (submission_id, state); the other fields default (final false, attempts
+# []) or are null.
+REQUIRED = tuple(f.name for f in FIELDS if f.required)
 
 
-def _number(value, kind="number"):
-    """A number of status.json: an int (or, for kind number, a float) within ±NUMBER_LIMIT; never a bool, NaN or
-    infinity (json.loads reads NaN and Infinity), never a number the module's arithmetic would overflow on."""
-    # NaN compares false with everything: the range check refuses it too.
-    return isinstance(value, _TYPES[kind]) and not isinstance(value, bool) and -NUMBER_LIMIT <= value <= NUMBER_LIMIT
-
-
-def _check(field, value, where):
-    """value checked against field: a RecordError naming where and the field, never the value."""
-    if value is None and field.nullable:
-        return
-    if field.kind in ("int", "number"):
-        ok = _number(value, field.kind)
-    else:
-        ok = isinstance(value, _TYPES[field.kind])
-    if ok and field.kind == "list":
-        ok = all(isinstance(item, str) for item in value)
-    if ok and field.kind == "numbers":
-        ok = all(_number(item) for item in value)
-    if ok and field.kind == "objects":
-        ok = all(isinstance(item, dict) for item in value)
-    if ok and field.choices:
-        ok = value in field.choices
-    if not ok:
-        what = "one of " + ", ".join(field.choices) if field.choices else _WHAT[field.kind]
-        raise RecordError(f"{where}: field '{field.name}' must be {what}" + (" or null" if field.nullable else ""))
-    for item in value if field.kind == "objects" else [value]:
-        for sub in field.fields:
-            _check(sub, item.get(sub.name), f"{where}: field '{field.name}'")
+def _named(path):
+    """Where in status.json a field is, as a RecordError says it: field 'timeouts': field 'pending_s', item 1."""
+    return ": ".join(f"item {part}" if isinstance(part, int) else f"field '{conventions.one_line(part, 100)}'"
+                     for part in path)
 
 
 @dataclasses.dataclass
@@ -235,14 +205,12 @@ class JobStatus:
         """The status a parsed status.json holds; RecordError (one line naming where and the field) if untrusted."""
         if not isinstance(data, dict):
             raise RecordError(f"{where}: must be a JSON object")
-        for name in REQUIRED:
-            if name not in data:
-                raise RecordError(f"{where}: field '{name}' is missing")
-        for field in FIELDS:
-            if field.name in data:
-                _check(field, data[field.name], where)
-        if not conventions.matches(conventions.ID_RULE, data["submission_id"]):
-            raise RecordError(f"{where}: field 'submission_id' must be {conventions.ID_RULE[1]}")
+        try:
+            # Absent fields keep the class's defaults; keys of a newer version are kept (open), and strings as Ray
+            # and the job wrote them (NUL included: a JSON string may hold it, and the record keeps what was said).
+            model.check_fields(FIELDS, data, complete=False, open=True, allow_nul=True)
+        except model.FieldError as err:
+            raise RecordError(f"{where}: {_named(err.path)} {err.problem}{err.got}") from None
         known = {k: v for k, v in data.items() if k in _BY_NAME}
         return cls(**known, extra={k: v for k, v in data.items() if k not in _BY_NAME})
 
@@ -292,39 +260,10 @@ def final_state(ray_status, reason):
     return "FAILED" if reason in conventions.FAILING_STOP_REASONS else ray_status
 
 
-def _schema(field):
-    if field.kind == "object":
-        schema = {"type": "object", "properties": {s.name: _schema(s) for s in field.fields}}
-        required = [s.name for s in field.fields if not s.nullable]
-        if required:
-            schema["required"] = required
-    elif field.kind == "list":
-        schema = {"type": "array", "items": {"type": "string"}}
-    elif field.kind == "numbers":
-        schema = {"type": "array", "items": {"type": "number"}}
-    elif field.kind == "objects":
-        item = _schema(F("", "object", "", nullable=False, fields=field.fields))
-        item.pop("description")
-        schema = {"type": "array", "items": item}
-    else:
-        schema = {"type": {"str": "string", "int": "integer", "number": "number", "bool": "boolean",
-                           "mapping": "object"}[field.kind]}
-    if field.choices:
-        schema["enum"] = list(field.choices)
-    if field.nullable:
-        schema = {"anyOf": [schema, {"type": "null"}]}
-    return {"description": field.doc, **schema}
-
-
 def json_schema():
     """JSON Schema (draft 2020-12) of status.json, derived from FIELDS (job_status.schema.json)."""
-    root = _schema(F("", "object", "", nullable=False, fields=FIELDS))
-    root.pop("description")
-    root["required"] = list(REQUIRED)
-    root["properties"]["submission_id"]["pattern"] = conventions.ID_RULE[0]
-    root["properties"]["state"]["description"] += " " + "; ".join(f"{k}: {v}" for k, v in STATES.items())
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "ray-verl job record status.json",
-            "description": ("<shared_root>/jobs/<submission_id>/status.json, written by the ray_job module. Generated "
-                            "from module_utils/jobs/status.py FIELDS (python -m plugin_utils.schemas); do not edit. "
-                            "Keys not listed here may appear (written by a newer version)."),
-            **root}
+    return model.json_schema(
+        FIELDS, open=True, title="ray-verl job record status.json",
+        description=("<shared_root>/jobs/<submission_id>/status.json, written by the ray_job module. Generated from "
+                     "module_utils/jobs/status.py FIELDS (python -m plugin_utils.schemas); do not edit. Keys not "
+                     "listed here may appear (written by a newer version)."))

@@ -1,12 +1,12 @@
 """The one model of a JobSpec: the typed RayConfig and JobSpec, and how layers resolve into a JobSpec.
 
 A spec file (jobspecs/<name>.yaml) is merged with site defaults and -e overrides (merge_layers), validated
-against the field tables of jobspec_fields.py, and filled with its derived defaults here (resolve), which also
-holds the rules between fields and between a spec and its cluster (check_cluster). All of them raise
-JobSpecError (defined in jobspec_fields; callers of this module catch it as jobspec.JobSpecError).
-Rendering a JobSpec into a Ray job is jobspec_render.py; reading spec files and -e text is the control
-host's job (plugin_utils/jobspec_input.py). Modules import this as ansible.module_utils.jobspec.model, so only
-the standard library and the project's module_utils are imported.
+against the field tables of fields.py, and filled with its derived defaults here (resolve), which also
+holds the rules between fields, what only the spec sets (owned.py) and the rules between a spec and its cluster
+(check_cluster). All of them raise JobSpecError (defined in fields.py; callers of this module catch it as
+model.JobSpecError). Rendering a JobSpec into a Ray job is render.py, over this module; reading spec files and -e
+text is the control host's job (plugin_utils/jobspec_input.py). Modules import this as
+ansible.module_utils.jobspec.model, so only the standard library and the project's module_utils are imported.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ import copy
 import dataclasses
 import datetime
 import posixpath
-import re
 import secrets
 
 from ansible.module_utils.base import conventions
 from ansible.module_utils.base.conventions import record_paths
+from ansible.module_utils.base.model import fill_static
 from ansible.module_utils.jobspec.fields import (
     ENV_VARS_FIELD,
     NAME_FIELD,
@@ -30,8 +30,8 @@ from ansible.module_utils.jobspec.fields import (
     JobSpecError,
     check,
     check_fields,
-    fill_static,
 )
+from ansible.module_utils.jobspec.owned import check_owned, is_inside
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,99 +178,6 @@ def _finish(name, data):
                                  "debug": Debug(**v["debug"])})
 
 
-# ---------------------------------------------------------------- what the spec owns, only the spec sets
-
-# Env names that choose which code runs or how it loads, so `code_id`, `code_path` and `user_code` (the spec's) would
-# mean nothing: Python's search path, startup and bytecode (PYTHON*), where `python` is found (PATH) or a user
-# site-packages (HOME), the dynamic loader's (every LD_* and DYLD_*), the shell's startup file (BASH_ENV, ENV).
-# The names the renderer sets itself (jobspec_render.RENDERED_ENV: PYTHONPATH, RAY_DEBUG, ...) are refused too.
-CODE_ENV_NAMES = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "PYTHONPLATLIBDIR",
-                  "PYTHONPYCACHEPREFIX", "PYTHONEXECUTABLE", "PYTHONBREAKPOINT", "PATH", "HOME", "BASH_ENV", "ENV")
-CODE_ENV_PREFIXES = ("LD_", "DYLD_")
-# The one kind of interpolation an override may hold: a plain reference to another config key, ${a.b} (or ${..a},
-# ${a.b[0]}). Resolvers, ${name:...} (oc.env, oc.decode, eval, a site's own), read the environment or run code.
-_PLAIN_REFERENCE = re.compile(r"\$\{\.*[A-Za-z_][A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]+|\[[0-9]+\])*\}")
-
-
-class OwnedError(JobSpecError):
-    """A spec input that takes back what the spec owns: one line naming the field and the rule, never the value."""
-
-    def __init__(self, field, rule):
-        super().__init__(field, rule, None)
-        self.args = (f"jobspec field '{field}': {rule}",)
-
-
-def _owned_conflict(target, owned_keys):
-    """The owned key a config path sets, replaces (an ancestor: trainer={...}) or reaches into; or None."""
-    for key in owned_keys:
-        if target in ("", key) or key.startswith(target + ".") or target.startswith(key + "."):
-            return key
-    return None
-
-
-def check_env(env):
-    """A job's env may not choose its code (CODE_ENV_NAMES) nor set what the renderer sets (RENDERED_ENV)."""
-    from ansible.module_utils.jobspec.render import RENDERED_ENV  # here: jobspec_render imports this module
-
-    for name in env:
-        if name in CODE_ENV_NAMES or name.startswith(CODE_ENV_PREFIXES):
-            raise OwnedError(f"env.{name}", "changes which code a job runs or how it is loaded (PYTHONPATH, LD_*, "
-                             "PATH and their like: jobspecs/README.md): choose the code with code_id (or code_path) "
-                             "and user_code; the site's plugins (common/code/plugins) are on every job's PYTHONPATH")
-        if name in RENDERED_ENV:
-            raise OwnedError(f"env.{name}", f"is set by the spec from {RENDERED_ENV[name]}: set that instead")
-
-
-def check_overrides(overrides):
-    """Overrides may not delete keys (~), set what the spec renders (jobspec_render.OWNED_KEYS, their ancestors
-    included) or hydra's own config, nor call a resolver (plain ${other.key} references stay)."""
-    from ansible.module_utils.jobspec.render import OWNED_KEYS  # here: jobspec_render imports this module
-
-    for i, text in enumerate(overrides):
-        field = f"overrides[{i}]"
-        key, _, value = text.partition("=")
-        if "~" in key:
-            raise OwnedError(field, "deletes a key (~): an override may set or add keys, never remove them")
-        path, _, package = key.lstrip("+").partition("@")
-        # A config group path (a/b) is the package a.b; @_global_ puts an option at the top of the config.
-        targets = [path.replace("/", ".")]
-        if package:
-            parts = package.split(".")
-            if parts[0].startswith("_"):  # _global_ is the top; _group_, _here_ and _name_ are taken as it too
-                parts = parts[1:] if parts[0] == "_global_" else []
-            targets.append(".".join(parts))
-        for target in targets:
-            if target.split(".")[0] == "hydra":
-                raise OwnedError(field, "sets hydra's own config (hydra.*), which decides what runs and where it writes")
-            owned = _owned_conflict(target, OWNED_KEYS)
-            if owned is not None:
-                raise OwnedError(field, f"sets {owned} (or a key above it), which the spec renders from "
-                                 f"{OWNED_KEYS[owned]}: set that instead")
-        for found in re.finditer(r"\$\{", value):
-            if not _PLAIN_REFERENCE.match(value, found.start()):
-                raise OwnedError(field, "calls an interpolation resolver (${name:...}, e.g. oc.env, oc.decode, eval), "
-                                 "which reads the environment or runs code: only plain ${other.key} references")
-
-
-def check_checkpoint_dir(checkpoint_dir, output_dir):
-    """Checkpoints go into the job's own record (its checkpoints/ by default): never another job's record, a code
-    snapshot, the regression tree or one of the record's own files and folders (config/, logs/, status.json...)."""
-    top = posixpath.relpath(checkpoint_dir, output_dir).split("/")[0]
-    own = {posixpath.relpath(path, output_dir).split("/")[0] for path in record_paths(output_dir).values()}
-    if not is_inside(checkpoint_dir, output_dir) or top.startswith(".") or (top in own and top != "checkpoints"):
-        raise OwnedError("checkpoint_dir", "must be inside the job's own record <shared_root>/jobs/<submission_id>/ "
-                         "(default its checkpoints/; not config/, logs/, debug/ or one of its files): never another "
-                         "job's record, a code snapshot or the regression tree (to start from another job's "
-                         "checkpoint, set resume_from)")
-
-
-def check_owned(values):
-    """What the spec owns, only the spec sets: its code, its rendered hydra keys and its checkpoint directory."""
-    check_env(values["env"])
-    check_overrides(values["overrides"])
-    check_checkpoint_dir(values["checkpoint_dir"], values["output_dir"])
-
-
 def attempt_layer(spec, submission_id, resume_from):
     """(name, spec layer) of a job that resumes `resume_from` as `submission_id`: the earlier job's resolved
     spec without what derives from its id (its record, a checkpoint_dir inside it, a snapshot's code_path)."""
@@ -293,13 +200,6 @@ def attempt_layer(spec, submission_id, resume_from):
     if old.get("code_id") is not None:
         old.pop("code_path", None)
     return name, {**old, "submission_id": submission_id, "resume_from": resume_from}
-
-
-def is_inside(path, root):
-    """Whether normalised absolute path lies strictly below root (no symlinks resolved here)."""
-    root = "/" + posixpath.normpath(root).lstrip("/")
-    path = "/" + posixpath.normpath(path).lstrip("/")
-    return root != "/" and path.startswith(root.rstrip("/") + "/")
 
 
 def _check_root(shared_root, rc):

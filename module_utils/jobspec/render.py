@@ -1,8 +1,8 @@
 """Rendering a JobSpec into a Ray job: verl's trainers and hydra overrides, the runtime_env, the
 entrypoint and its resources, and the equivalent `ray job submit` command.
 
-Runs where the job is submitted (the module on the head): imported as ansible.module_utils.jobspec.render,
-standard library only.
+Over model.py (the JobSpec) and owned.py (what the spec renders: SETTINGS, RENDERED_ENV). Runs where the job is
+submitted (the module on the head): imported as ansible.module_utils.jobspec.render, standard library only.
 """
 
 import copy
@@ -14,6 +14,7 @@ from ansible.module_utils.base.conventions import record_paths
 from ansible.module_utils.jobspec.fields import TRAINERS
 from ansible.module_utils.jobspec.model import as_ray_config as _as_ray_config
 from ansible.module_utils.jobspec.model import as_spec as _as_spec
+from ansible.module_utils.jobspec.owned import SETTINGS
 
 
 def _hydra_value(value):
@@ -22,13 +23,6 @@ def _hydra_value(value):
     return str(value)
 
 
-# The env names the renderer sets itself, from the spec's own fields: a job's env may not set them (jobspec checks it).
-RENDERED_ENV = {"PYTHONPATH": "code_id, code_path and user_code (and the site's plugins directory)",
-                "RAY_ADDRESS": "the workload (sft joins the cluster it runs in)",
-                "RAY_DEBUG": "debug.breakpoints and debug.post_mortem",
-                "RAY_DEBUG_POST_MORTEM": "debug.post_mortem",
-                "VERL_FILE_LOGGER_PATH": "output_dir (verl's file logger writes the record's metrics.jsonl)",
-                "TENSORBOARD_DIR": "output_dir (verl's tensorboard logger writes the record's tensorboard/)"}
 # verl's loggers every verl job runs with: the console for people reading driver.log, the file logger for the record's
 # exact metrics (metrics.jsonl), tensorboard for the cluster's TensorBoard (wandb is added when WANDB_API_KEY is set).
 LOGGERS = ("console", "file", "tensorboard")
@@ -42,7 +36,7 @@ def render_runtime_env(spec, ray_config) -> dict:
     spec, rc = _as_spec(spec), _as_ray_config(ray_config)
     runtime_env = copy.deepcopy(rc.runtime_env)
     env_vars = dict(runtime_env.get("env_vars", {}))
-    env_vars.update(spec.env)  # never a RENDERED_ENV name (jobspec refuses them): those are set below
+    env_vars.update(spec.env)  # never an owned.RENDERED_ENV name (check_env refuses them): set below
     if spec.workload == "sft":
         # sft_trainer_ray calls ray.init() itself; "auto" joins the cluster the job runs in.
         env_vars["RAY_ADDRESS"] = "auto"
@@ -67,40 +61,6 @@ def render_runtime_env(spec, ray_config) -> dict:
                     runtime_env.get("env_vars", {}).get("PYTHONPATH")) if p)
     runtime_env["env_vars"] = {k: str(v) for k, v in env_vars.items()}
     return runtime_env
-
-
-_RL = ("ppo", "grpo")
-# What the spec renders into verl's hydra config, one row a key: (key, workloads, the spec's field that sets it,
-# its value from the spec, the loggers and the checkpoint a resume starts from). The one home of those keys: the
-# trainer's arguments are rendered from it, and an override may not set any of them (OWNED_KEYS, jobspec checks).
-SETTINGS = (
-    ("algorithm.adv_estimator", _RL, "workload", lambda s, log, res: "gae" if s.workload == "ppo" else "grpo"),
-    ("data.train_files", TRAINERS, "train_files", lambda s, log, res: s.train_files),
-    ("data.val_files", TRAINERS, "val_files", lambda s, log, res: s.val_files),
-    ("model.path", ("sft",), "model_path", lambda s, log, res: s.model_path),
-    ("actor_rollout_ref.model.path", _RL, "model_path", lambda s, log, res: s.model_path),
-    ("critic.model.path", ("ppo",), "model_path", lambda s, log, res: s.model_path),
-    ("trainer.default_local_dir", TRAINERS, "checkpoint_dir", lambda s, log, res: s.checkpoint_dir),
-    ("trainer.save_freq", TRAINERS, "save_freq", lambda s, log, res: s.save_freq),
-    ("trainer.nnodes", TRAINERS, "resources.nnodes", lambda s, log, res: s.resources.nnodes),
-    ("trainer.n_gpus_per_node", TRAINERS, "resources.n_gpus_per_node",
-     lambda s, log, res: s.resources.n_gpus_per_node),
-    ("trainer.total_training_steps", TRAINERS, "total_training_steps", lambda s, log, res: s.total_training_steps),
-    ("trainer.total_epochs", TRAINERS, "total_epochs", lambda s, log, res: s.total_epochs),
-    ("trainer.project_name", TRAINERS, "project_name", lambda s, log, res: s.project_name),
-    ("trainer.experiment_name", TRAINERS, "experiment_name", lambda s, log, res: s.experiment_name),
-    ("trainer.logger", TRAINERS, "env (wandb when WANDB_API_KEY is set)", lambda s, log, res: log),
-    # verl 0.9.1 reads reward.custom_reward_function; the top-level legacy key is only migrated by a path its v1
-    # trainer skips, so a reward function set there would be silently ignored.
-    ("reward.custom_reward_function.path", _RL, "reward_fn_path", lambda s, log, res: s.reward_fn_path),
-    ("trainer.resume_mode", TRAINERS, "resume_from", lambda s, log, res: "resume_path" if res else None),
-    ("trainer.resume_from_path", TRAINERS, "resume_from", lambda s, log, res: res),
-)
-# Keys an override may not set, each with the spec field that owns it: the rendered ones, and those of verl that
-# would take them back: its legacy reward key (still read on some paths), the copy of every checkpoint it makes
-# elsewhere (default_hdfs_dir: a local path too), and the removal of the checkpoint it resumed from (another record).
-OWNED_KEYS = {**{key: field for key, _, field, _ in SETTINGS}, "custom_reward_function.path": "reward_fn_path",
-              "trainer.default_hdfs_dir": "checkpoint_dir", "trainer.del_local_ckpt_after_load": "resume_from"}
 
 
 def _trainer_args(spec, rc, resume_path=None):

@@ -329,7 +329,8 @@ def test_dataclasses_match_the_field_table():
     names = [f.name for f in dataclasses.fields(jobspec.JobSpec)]
     assert names == ["name"] + [f.name for f in jobspec_fields.SPEC_FIELDS]
     nested = {f.name: f for f in jobspec_fields.SPEC_FIELDS if f.kind == "object"}
-    for name, model in (("resources", jobspec.Resources), ("timeouts", jobspec.Timeouts)):
+    for name, model in (("resources", jobspec.Resources), ("timeouts", jobspec.Timeouts), ("retries", jobspec.Retries),
+                        ("debug", jobspec.Debug)):
         assert [f.name for f in dataclasses.fields(model)] == [f.name for f in nested[name].fields]
     assert [f.name for f in dataclasses.fields(jobspec.RayConfig)] == [
         f.name for f in jobspec_fields.RAY_CONFIG_FIELDS]

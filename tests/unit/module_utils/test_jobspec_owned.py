@@ -11,6 +11,7 @@ import yaml
 from ansible.module_utils.base import conventions
 from ansible.module_utils.jobs import record as jr
 from ansible.module_utils.jobspec import model as jobspec
+from ansible.module_utils.jobspec import owned
 from ansible.module_utils.jobspec import render as jobspec_render
 from ansible.module_utils.jobspec.fields import TRAINERS
 from ansible.module_utils.jobspec.model import JobSpecError
@@ -44,7 +45,7 @@ def refused(field, rule, **layers):
 # ---------------------------------------------------------------- env
 
 
-CODE_NAMES = [*jobspec.CODE_ENV_NAMES, "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "DYLD_INSERT_LIBRARIES"]
+CODE_NAMES = [*owned.CODE_ENV_NAMES, "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "DYLD_INSERT_LIBRARIES"]
 
 
 @pytest.mark.parametrize("name", CODE_NAMES)
@@ -70,7 +71,7 @@ def test_env_from_the_command_line_and_on_the_head():
         jobspec.JobSpec.from_dict(data)
 
 
-@pytest.mark.parametrize("name", sorted(set(jobspec_render.RENDERED_ENV) - set(jobspec.CODE_ENV_NAMES)))
+@pytest.mark.parametrize("name", sorted(set(owned.RENDERED_ENV) - set(owned.CODE_ENV_NAMES)))
 def test_env_may_not_set_what_the_renderer_sets(name):
     refused(f"env.{name}", "is set by the spec from", spec={**PPO, "env": {name: SECRET}})
 
@@ -78,7 +79,7 @@ def test_env_may_not_set_what_the_renderer_sets(name):
 def test_rendered_env_is_what_the_renderer_sets():
     spec = run({**PPO, "workload": "sft", "env": {"A": "1"}}, cli={"debug": {"post_mortem": True}})
     rendered = jobspec_render.render_runtime_env(spec, RC)["env_vars"]
-    assert set(rendered) - {"A"} == set(jobspec_render.RENDERED_ENV)
+    assert set(rendered) - {"A"} == set(owned.RENDERED_ENV)
 
 
 @pytest.mark.parametrize("workload", ["sft", "ppo", "grpo", "smoke", "command"])
@@ -116,14 +117,14 @@ def test_the_code_is_the_spec_s_and_the_site_s_plugins():
 # ---------------------------------------------------------------- overrides
 
 
-OWNED = sorted(jobspec_render.OWNED_KEYS)
+OWNED = sorted(owned.OWNED_KEYS)
 
 
 @pytest.mark.parametrize("key", OWNED)
 @pytest.mark.parametrize("prefix", ["", "+", "++"])
 def test_an_override_may_not_set_a_key_the_spec_renders(key, prefix):
     message = refused("overrides[1]", f"sets {key} ", spec={**PPO, "overrides": ["data.x=1", f"{prefix}{key}={SECRET}"]})
-    assert f"renders from {jobspec_render.OWNED_KEYS[key]}" in message
+    assert f"renders from {owned.OWNED_KEYS[key]}" in message
 
 
 @pytest.mark.parametrize("override", [
@@ -171,9 +172,9 @@ def test_owned_keys_are_what_the_renderer_renders():
         spec = run({**full, "workload": workload, "overrides": ["data.extra=1"]})
         args = jobspec_render.compose_command(spec, RC, resume_path=f"{JOB}/checkpoints/global_step_2")
         keys = {a.split("=", 1)[0] for a in args[3:-3]}
-        assert keys <= set(jobspec_render.OWNED_KEYS), keys
+        assert keys <= set(owned.OWNED_KEYS), keys
         seen |= keys
-    assert seen == {key for key, *_ in jobspec_render.SETTINGS}
+    assert seen == {key for key, *_ in owned.SETTINGS}
 
 
 # ---------------------------------------------------------------- checkpoint_dir

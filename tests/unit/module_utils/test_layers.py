@@ -47,3 +47,35 @@ def test_imports_go_down(package):
     wrong = [f"{path.relative_to(ROOT.parent)}:{line} imports {name}"
              for path in sorted((ROOT / package).rglob("*.py")) for name, line in imports_of(path) if name not in allowed]
     assert not wrong, wrong
+
+
+def _file_imports(path):
+    """The files of module_utils a file imports (an import inside a function counts), as paths under ROOT."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("ansible.module_utils."):
+            base = node.module.split(".")[2:]
+            for parts in (base, *[[*base, alias.name] for alias in node.names]):
+                target = ROOT.joinpath(*parts).with_suffix(".py")
+                if parts and target.is_file():
+                    yield target
+
+
+def test_no_file_imports_its_way_back_to_itself():
+    """Within a package too, files depend one way: no import cycle, not even one broken by an import inside a
+    function (jobspec's model and render once were)."""
+    graph = {path: set(_file_imports(path)) - {path} for path in ROOT.rglob("*.py")}
+    done, cycles = set(), []
+
+    def visit(path, trail):
+        if path in trail:
+            cycles.append(" -> ".join(str(p.relative_to(ROOT)) for p in trail[trail.index(path):] + [path]))
+            return
+        if path in done:
+            return
+        for target in sorted(graph.get(path, ())):
+            visit(target, trail + [path])
+        done.add(path)
+
+    for path in sorted(graph):
+        visit(path, [])
+    assert not cycles, cycles

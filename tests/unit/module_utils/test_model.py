@@ -1,0 +1,109 @@
+"""module_utils/base/model.py: the one model language of the JobSpec and of status.json: one Field class, one walk
+that checks values, one JSON Schema generator, and the two agree."""
+
+import dataclasses
+
+import pytest
+from ansible.module_utils.base import model
+from ansible.module_utils.jobs import status
+from ansible.module_utils.jobs.status import JobStatus, RecordError
+from ansible.module_utils.jobspec import fields as jobspec_fields
+from ansible.module_utils.jobspec.model import JobSpecError, resolve
+
+RC = {"address": "10.0.0.1:6379", "dashboard_url": "http://10.0.0.1:8265"}
+HUGE = 10 ** 400  # json.loads and safe_yaml both read such a number as a Python int
+
+
+def every_field(fields):
+    for f in fields:
+        yield f
+        yield from every_field(f.fields)
+        if f.item is not None:
+            yield from every_field((f.item,))
+
+
+@pytest.mark.parametrize("table", [jobspec_fields.SPEC_FIELDS, jobspec_fields.RAY_CONFIG_FIELDS, status.FIELDS])
+def test_both_models_are_tables_of_the_one_field_class(table):
+    assert all(type(f) is model.Field for f in every_field(table))
+
+
+def test_a_field_of_an_unknown_kind_is_refused_where_it_is_declared():
+    with pytest.raises(ValueError, match="no kind 'text'"):
+        model.Field("x", "text")
+
+
+def test_a_number_too_big_for_the_module_s_arithmetic_is_refused_by_both_models():
+    with pytest.raises(JobSpecError, match=r"^jobspec field 'save_freq': must be a positive integer, finite and within"):
+        resolve({"workload": "smoke", "save_freq": HUGE}, name="j", ray_config=RC)
+    with pytest.raises(RecordError, match=r"^status.json: field 'progress': field 'step' must be an integer or null, fin"):
+        JobStatus.from_dict({"submission_id": "a-1", "state": "RUNNING", "progress": {"step": HUGE}})
+    nan = float("nan")
+    with pytest.raises(RecordError, match="'first_loss'"):
+        JobStatus.from_dict({"submission_id": "a-1", "state": "RUNNING", "first_loss": nan})
+
+
+def test_an_open_object_keeps_unknown_keys_and_a_closed_one_names_the_nearest_field():
+    fields = (model.Field("a", "object", fields=(model.Field("nnodes", "int"),)),)
+    opened = (dataclasses.replace(fields[0], open=True),)
+    assert model.check_fields(opened, {"a": {"nnodes": 1, "new": [1]}}, complete=True) == {"a": {"nnodes": 1,
+                                                                                                 "new": [1]}}
+    with pytest.raises(model.FieldError) as exc:
+        model.check_fields(fields, {"a": {"nnode": 1}}, complete=True)
+    assert exc.value.field == "a.nnode" and "did you mean 'nnodes'" in str(exc.value) and exc.value.got == ""
+
+
+def test_a_required_field_is_required_even_when_absent_fields_are_left_out():
+    fields = (model.Field("kind", "str", required=True), model.Field("hint", "str"))
+    with pytest.raises(model.FieldError, match="field 'kind': is required"):
+        model.check_fields(fields, {"hint": "h"}, complete=False)
+    assert model.check_fields(fields, {"kind": "k"}, complete=False) == {"kind": "k"}
+    with pytest.raises(model.FieldError, match="field 'hint': must be a string"):
+        model.check_fields(fields, {"kind": "k"}, complete=True)  # complete: absent is null, and hint is not nullable
+
+
+def test_nul_is_refused_unless_the_model_keeps_strings_as_given():
+    text = model.Field("env", "map", item=model.Field("", "str"))
+    with pytest.raises(model.FieldError) as exc:
+        model.check(text, {"A": "x\x00y"}, ("env",))
+    assert exc.value.field == "env.A" and "\x00" not in str(exc.value)
+    assert model.check(text, {"A": "x\x00y"}, allow_nul=True) == {"A": "x\x00y"}
+
+
+# One field of each kind, with values the walk takes and values it refuses: the schema must say the same.
+KINDS = [
+    (model.Field("x", "str", choices=("a", "b")), ["a"], ["c", 1, None]),
+    (model.Field("x", "str", pattern=(r"^[a-z]+$", "letters")), ["ab"], ["a1", ""]),
+    (model.Field("x", "int", minimum=1, maximum=5), [1, 5], [0, 6, 1.5, True, "1"]),
+    (model.Field("x", "int", nullable=True), [None, -3], ["x"]),
+    (model.Field("x", "number", minimum=0, exclusive=True), [0.5, 2], [0, -1, False]),
+    (model.Field("x", "bool"), [True], [1, "true"]),
+    (model.Field("x", "path"), ["/a/b"], ["a/b", "/a b"]),
+    (model.Field("x", "paths", item=model.Field("", "path")), ["/a", ["/a", "/b"]], [[], ["a"]]),
+    (model.Field("x", "list", item=model.Field("", "int")), [[], [1]], [[1, "a"], {}]),
+    (model.Field("x", "map", pattern=(r"^[A-Z]+$", "capitals"), item=model.Field("", "str")), [{"A": "1"}],
+     [{"a": "1"}, {"A": 1}]),
+    (model.Field("x", "object", fields=(model.Field("k", "int", required=True),)), [{"k": 1}],
+     [{}, {"k": 1, "j": 2}]),
+    (model.Field("x", "object", open=True, fields=(model.Field("k", "int"),)), [{"k": 1, "j": 2}], [{"k": "1"}]),
+    (model.Field("x", "mapping"), [{"any": [1]}], [[1]]),
+]
+
+
+@pytest.mark.parametrize(("field", "good", "bad"), KINDS, ids=[f"{f.kind}-{i}" for i, (f, _, _) in enumerate(KINDS)])
+def test_the_schema_generator_agrees_with_the_walk(field, good, bad):
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = model.json_schema((field,), title="t", description="d")
+    jsonschema.Draft202012Validator.check_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    for value in good:
+        model.check(field, value)
+        assert validator.is_valid({"x": value}), value
+    for value in bad:
+        with pytest.raises(model.FieldError):
+            model.check(field, value)
+        assert not validator.is_valid({"x": value}), value
+
+
+def test_a_derived_default_is_said_in_the_schema():
+    schema = model.schema_of(model.Field("x", "str", "The thing.", derived="<a>/b"))
+    assert schema["description"] == "The thing. Default: <a>/b."
