@@ -2,7 +2,7 @@
 
 Each option says where it is taken: "module" (the ray_job module on the head), "action" (its action plugin on the
 control host, action_plugins/ray_job.py) or both. library/ray_job.py's DOCUMENTATION documents the union; a unit
-test (tests/unit/test_module_docs.py) fails when the two disagree.
+test (tests/unit/library/test_module_docs.py) fails when the two disagree.
 """
 
 from ansible.module_utils.base import conventions

@@ -1,7 +1,9 @@
 """module_utils/node/probe.py: the interface to an address with and without iproute2, GPUs counted where drivers put
 them (fake nvidia-smi scripts, a fake NVML), a program on the PATH Ray's processes get."""
 
+import ast
 import os
+import pathlib
 import socket
 import subprocess
 
@@ -216,3 +218,26 @@ def test_programs_are_found_where_rays_agent_finds_them(tmp_path, monkeypatch):
     assert node_probe.find_on_ray_path("py-spy", python, {"PATH": str(tmp_path / "elsewhere")}) is None
     other = script(tmp_path / "elsewhere", "py-spy", "exit 0")
     assert node_probe.find_on_ray_path("py-spy", "/opt/image/bin/python") == other
+
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+# What running or loading the GPU driver takes: only probe.py may say it, so every GPU count is count_gpus.
+DRIVER_WORDS = ("nvidia-smi", "--query-gpu", "libnvidia-ml", "nvmlInit", "nvmlDeviceGetCount")
+
+
+def test_gpus_are_counted_in_one_place():
+    """ray_node (num_gpus auto) and ray_doctor (its gpus row) both count through probe.count_gpus; no other product
+    file runs nvidia-smi or asks NVML (words in documentation and messages aside)."""
+    others = []
+    for folder in ("library", "module_utils", "action_plugins", "plugin_utils", "filter_plugins", "lookup_plugins",
+                   "scripts"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            if path == ROOT / "module_utils" / "node" / "probe.py":
+                continue
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str) and (
+                        node.value in DRIVER_WORDS or node.value.startswith(DRIVER_WORDS[1:])):
+                    others.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not others, others
+    assert "node_probe.count_gpus(" in (ROOT / "library" / "ray_doctor.py").read_text()
+    assert "node_probe.gpu_count(" in (ROOT / "module_utils" / "node" / "ray_run.py").read_text()
