@@ -24,17 +24,6 @@ def ray_expected_workers(worker_hosts, hostvars):
     return expected
 
 
-def shared_root_other_storage(hosts, hostvars, register="shared_root_node"):
-    """The hosts (after the first) whose shared root carries another storage mark than the first host's: two nodes may
-    each have something mounted at the path and still not share it. A host without a mark (none written yet, or it
-    failed before) is not compared."""
-    marks = [(host, str((hostvars[host].get(register) or {}).get("mark") or "")) for host in hosts]
-    if not marks:
-        return []
-    first = marks[0][1]
-    return [host for host, mark in marks[1:] if mark and first and mark != first]
-
-
 def ray_status_summary(cluster, dashboard_url, shared_root, mounts):
     """Lines of the status.yml summary from a ray_cluster_info result."""
     lines = [f"dashboard: {dashboard_url}"]
@@ -56,6 +45,5 @@ def ray_status_summary(cluster, dashboard_url, shared_root, mounts):
 
 class FilterModule:
     def filters(self):
-        return {"ray_expected_workers": ray_expected_workers, "ray_status_summary": ray_status_summary,
-                "shared_root_other_storage": shared_root_other_storage}
+        return {"ray_expected_workers": ray_expected_workers, "ray_status_summary": ray_status_summary}
 

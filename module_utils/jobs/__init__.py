@@ -10,7 +10,10 @@ verl/ and jobspec/ (tests/unit/module_utils/test_layers.py holds every package t
   preflight.py  the preflight: verl's config composed in the job's own Python (module_utils/verl/probe.py), on the
                 head, else on a worker through a Ray task, and its checks run
   preflight_checks.py  what the preflight decides: flash attention without flash_attn, GPU bundles no node can hold
-  follow.py     wait, stop, status and logs: following a job, enforcing its timeouts, looking for a hang
+  step.py       one step of a job's life (finalise, deadlines, outage, progress, hang), taken by every follower
+                and by the watcher, so a job followed and one nobody follows end alike
+  retry.py      the one retry rule (whether a failed job's next attempt is due)
+  follow.py     wait, stop, status and logs: each a step (step.py) and what it returns
   driver_log.py the driver's log in the record, refreshed with only the bytes Ray's log gained since the last look
   progress.py   verl's own metrics.jsonl read as it grows: steps, loss, reward, pace, the readable progress line
   hang.py       a job's progress (its steps and their times) and when it is hung

@@ -72,14 +72,3 @@ def test_the_shared_root_layout_has_one_home():
         assert yaml.safe_load(handle)["shared_root_layout"] == "{{ (shared_root_path | ray_verl_paths).layout }}"
 
 
-def test_shared_root_other_storage_names_every_node_that_sees_other_storage():
-    from cluster_filters import shared_root_other_storage
-
-    hostvars = {"head": {"shared_root_node": {"mark": "a"}}, "w1": {"shared_root_node": {"mark": "a"}},
-                "w2": {"shared_root_node": {"mark": "b"}}, "w3": {"shared_root_node": {"mark": ""}}, "w4": {},
-                "w5": {"shared_root_node": {"mark": "c"}}}
-    assert shared_root_other_storage(["head", "w1", "w2", "w3", "w4", "w5"], hostvars) == ["w2", "w5"]
-    assert shared_root_other_storage(["head", "w1"], hostvars) == []
-    assert shared_root_other_storage([], hostvars) == []
-    # The first node without a mark: nothing to compare with.
-    assert shared_root_other_storage(["w3", "w2"], hostvars) == []
