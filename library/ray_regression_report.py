@@ -12,6 +12,10 @@ description:
   - Each entry's per-step metrics come from its record's C(metrics.jsonl), which verl's own file logger wrote (every
     key it logged, exact values); an entry's C(gates) are checked against them, and a failed gate fails the entry.
     An entry with metrics links to its run in the cluster's TensorBoard when C(tensorboard_url) is given.
+  - C(metrics.jsonl) is data of any length and shape. It is streamed, so the report's memory does not grow with it;
+    the gates and values reduce every row, a sample of rows evenly spread is kept, and what was left out (lines that
+    are no row, a number out of range such as NaN or a 400-digit integer, rows thinned) is the entry's C(metrics_note)
+    in report.json and summary.md.
   - Besides report.json, junit.xml and summary.md, the run gets C(trend.svg), the suite's values across runs.
   - A job's text (its message, reason, diagnosis, a gate's metric) is data. summary.md escapes it for Markdown and
     HTML (never a link, an image, HTML or a heading), junit.xml for XML (characters XML 1.0 forbids removed); a state
@@ -160,9 +164,9 @@ def main():
             log = jf.read_text(files["driver_log"], limit=LOG_TAIL_BYTES, tail=True, base=record) or ""
         except (OSError, jf.RecordError):  # a link, a FIFO: the entry has no log to show
             log = ""
-        rows = vm.read_jsonl(files["metrics"])
+        metrics = vm.read_metrics(files["metrics"])
         results.append(rr.entry_result(entry["name"], entry["spec"], sid, status.to_dict() if status else None, log, record,
-                                       metric_rows=rows, gates=gates[entry["name"]],
+                                       metrics=metrics, gates=gates[entry["name"]],
                                        tensorboard=conventions.tensorboard_link(p["tensorboard_url"], sid)))
     regression_root = conventions.regression_dir(p["shared_root"])
     previous = rr.load_previous(regression_root, p["suite"], p["run_id"])

@@ -5,12 +5,16 @@ Anyone who can write the share can leave a symlink, a FIFO, a device, a huge fil
 never followed, a FIFO never blocks, regular files only, a cap on the size), every file it writes in a record goes
 through write_atomic (a temporary file and a rename inside the record, reached without following a symlinked
 directory), a record's lock files are opened by open_lock (never created through a symlink), and numbers read from
-files or names go through ascii_int (ASCII digits only, a length cap). Standard library only.
+files or names go through ascii_int (ASCII digits only, a length cap). A number read from a job's files (a metric, a
+step, an offset, a time) is taken only within the bounds below (bounded_number, bounded_int, bounded_step), and JSON
+from a job goes through loads_bounded: Python reads an integer of any length, and float() or any arithmetic with
+floats on one past 1.8e308 raises OverflowError, so an unbounded number stopped whoever read it. Standard library only.
 """
 
 import contextlib
 import errno
 import json
+import math
 import os
 import re
 import stat
@@ -18,6 +22,14 @@ import uuid
 
 READ_CAP = 1 << 20  # bytes read_small reads at most unless told otherwise
 MAX_DIGITS = 18  # a number read from the share: at most this many ASCII digits (fits an int64)
+# The bounds of numbers read from a job's files; what is outside them is left out by its reader, and noted.
+STEP_MAX = 10 ** 12  # a training step: an int in 0..STEP_MAX (the console's step pattern takes 12 digits)
+VALUE_MAX = 1e40  # a metric: finite, |v| <= VALUE_MAX (past fp32's and bf16's 3.4e38; sums of many stay finite)
+COUNT_MAX = 2 ** 63 - 1  # an offset, a size, a count: an int in 0..COUNT_MAX (an int64, as status.json's)
+MS_MAX = 10 ** 13  # a time in ms since the epoch: 0..MS_MAX (the year 2286; time.gmtime takes it)
+# An integer literal in a job's JSON longer than this is read as ±infinity, so out of every bound above, and no int
+# of its digits is built (Python refuses to parse one of 4300 digits, ValueError, and is quadratic below that).
+_INT_LITERAL_CAP = 64
 _ASCII_INT = re.compile(r"[0-9]+", re.ASCII)
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -304,3 +316,37 @@ def ascii_int(text, max_digits=MAX_DIGITS):
     if not 0 < len(text) <= max_digits or not _ASCII_INT.fullmatch(text):
         return None
     return int(text)
+
+
+def bounded_int(value, high=COUNT_MAX, low=0):
+    """value when it is an int (never a bool) in low..high, else None."""
+    return value if type(value) is int and low <= value <= high else None
+
+
+def bounded_step(value):
+    """value when it is a step: an int in 0..STEP_MAX, else None."""
+    return bounded_int(value, STEP_MAX)
+
+
+def bounded_number(value):
+    """value (an int or a float, as given) when it is a number within ±VALUE_MAX, else None: never a bool, NaN or an
+    infinity. Comparing an int of any length with a float is exact in Python and never raises."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and -VALUE_MAX <= value <= VALUE_MAX:
+        return value
+    return None
+
+
+def _int_literal(text):
+    if len(text) > _INT_LITERAL_CAP:
+        return -math.inf if text.startswith("-") else math.inf
+    return int(text)
+
+
+_BOUNDED_JSON = json.JSONDecoder(parse_int=_int_literal)
+
+
+def loads_bounded(text):
+    """json.loads of a job's JSON text, except that an integer literal of more than _INT_LITERAL_CAP characters reads
+    as ±infinity (which every bound refuses); NaN and Infinity read as floats, as json.loads reads them. ValueError
+    (RecursionError for deep nesting) when text is no JSON."""
+    return _BOUNDED_JSON.decode(text)

@@ -20,7 +20,6 @@ in halves); the final look takes the rest. The parse is of the redacted text, si
 import codecs
 import hashlib
 import itertools
-import json
 import os
 
 from ansible.module_utils.base import conventions, files
@@ -59,13 +58,15 @@ def _sidecar(job):
 
 
 def read_state(job):
-    """The sidecar's state when it has the shape _save writes, else None (the log is then taken whole)."""
+    """The sidecar's state when it has the shape _save writes, its numbers in bounds (files.bounded_int), else None
+    (the log is then taken whole)."""
     try:
-        state = json.loads(files.read_text(_sidecar(job), 1 << 16, base=job.rec["dir"]) or "null")
-    except (OSError, ValueError, files.RecordError):
+        state = files.loads_bounded(files.read_text(_sidecar(job), 1 << 16, base=job.rec["dir"]) or "null")
+    except (OSError, ValueError, RecursionError, files.RecordError):
         return None
-    ints = ("offset", "log_bytes", "lines")
-    if (not isinstance(state, dict) or not all(type(state.get(k)) is int and state[k] >= 0 for k in ints)
+    if (not isinstance(state, dict)
+            or not all(files.bounded_int(state.get(k)) is not None for k in ("offset", "log_bytes"))
+            or files.bounded_int(state.get("lines"), MAX_LINES) is None
             or not _anchor_shape(state.get("anchor"))
             or not vm.trusted_state(state.get("parsed"))):
         return None
@@ -74,7 +75,7 @@ def read_state(job):
 
 def _anchor_shape(anchor):
     return anchor is None or (isinstance(anchor, dict) and set(anchor) == {"size", "sha", "last"}
-                              and type(anchor["size"]) is int and anchor["size"] > 0
+                              and files.bounded_int(anchor["size"], low=1) is not None
                               and all(isinstance(anchor[k], str) and len(anchor[k]) == 64 for k in ("sha", "last")))
 
 

@@ -7,11 +7,14 @@ timeouts.stall_s, or STALL_FACTOR times the job's median step with a floor (conv
 but moving job is never called hung. Then, before anything is stopped, the stacks of every process of the job go
 into debug/stacks/ and `stall` says what they show; the spec decides whether the job is stopped (FAILED, reason
 HUNG, retried when retries.on has hung) or only reported.
+
+Every number taken here is bounded where it is read (files.bounded_*): a step from the metrics or the console, the
+times, sizes and step times status.json's `progress` holds. One out of bounds reads as unknown, never raises.
 """
 
 import statistics
 
-from ansible.module_utils.base import conventions
+from ansible.module_utils.base import conventions, files
 from ansible.module_utils.verl import metrics as vm
 
 # Seconds per step kept for the median (the most recent ones).
@@ -27,39 +30,53 @@ def last_step(log):
     A log from driver_log.refresh_log carries its parse so far (`parsed`, verl_metrics.fold's state): nothing is
     searched again; a plain text is parsed once."""
     metrics = getattr(log, "metrics", None)
-    if metrics is not None and metrics.get("last_step") is not None:
+    if metrics is not None and files.bounded_step(metrics.get("last_step")) is not None:
         return metrics["last_step"]
     parsed = getattr(log, "parsed", None)
     if parsed is None:
         parsed = vm.new_state()
         vm.fold(parsed, log or "")
-    return parsed["last_loss"][0] if parsed.get("last_loss") else parsed.get("last_step")
+    return files.bounded_step(parsed["last_loss"][0] if parsed.get("last_loss") else parsed.get("last_step"))
+
+
+def _ms(value):
+    return files.bounded_int(value, files.MS_MAX)
+
+
+def _list(value):
+    return value if isinstance(value, list) else []
+
+
+def _seconds(value):
+    """A duration in seconds read from status.json: a number in 0..MS_MAX, else None."""
+    value = files.bounded_number(value)
+    return value if value is not None and 0 <= value <= files.MS_MAX else None
 
 
 def track(status, log, now):
     """Fold what this look at the job saw (its driver log at `now`, ms) into status.progress."""
     old = dict(status.progress or {})
-    step, size = last_step(log), getattr(log, "size", None)
+    step, size = last_step(log), files.bounded_int(getattr(log, "size", None))
     size = len(log or "") if size is None else size
-    recent = [s for s in old.get("step_s") or [] if isinstance(s, (int, float))][-RECENT_STEPS:]
-    seen, seen_at = old.get("step"), old.get("step_at")
+    recent = [s for s in _list(old.get("step_s")) if _seconds(s) is not None][-RECENT_STEPS:]
+    seen, seen_at = files.bounded_step(old.get("step")), _ms(old.get("step_at"))
     if step is not None and (seen is None or step != seen):
-        if isinstance(seen, int) and isinstance(seen_at, int) and step > seen:
+        if seen is not None and seen_at is not None and step > seen:
             recent = (recent + [round((now - seen_at) / 1000 / (step - seen), 3)])[-RECENT_STEPS:]
         seen, seen_at = step, now
     grown = size != old.get("log_bytes")
-    status.progress = {"step": seen, "step_at": seen_at if isinstance(seen_at, int) else now, "log_bytes": size,
-                       "log_at": old["log_at"] if not grown and isinstance(old.get("log_at"), int) else now,
+    status.progress = {"step": seen, "step_at": now if seen_at is None else seen_at, "log_bytes": size,
+                       "log_at": old["log_at"] if not grown and _ms(old.get("log_at")) is not None else now,
                        "step_s": recent}
     return status.progress
 
 
 def limit_s(status):
     """The job's stall_s: its spec's, else from its own step times (never below the floor)."""
-    explicit = (status.timeouts or {}).get("stall_s")
-    if isinstance(explicit, int) and not isinstance(explicit, bool) and explicit > 0:
+    explicit = files.bounded_int((status.timeouts or {}).get("stall_s"), files.MS_MAX, low=1)
+    if explicit is not None:
         return explicit
-    recent = (status.progress or {}).get("step_s") or []
+    recent = [s for s in _list((status.progress or {}).get("step_s")) if _seconds(s) is not None]
     median = statistics.median(recent) if recent else 0
     return max(conventions.STALL_FLOOR_S, round(conventions.STALL_FACTOR * median))
 
@@ -67,9 +84,9 @@ def limit_s(status):
 def idle_s(status, now):
     """(seconds without progress, what did not move): the step, or the log for a job without steps."""
     progress = status.progress or {}
-    if progress.get("step") is not None:
-        return (now - progress.get("step_at", now)) / 1000, "step"
-    return (now - progress.get("log_at", now)) / 1000, "log line"
+    what = "step" if progress.get("step") is not None else "log line"
+    since = _ms(progress.get("step_at" if what == "step" else "log_at"))
+    return (now - (now if since is None else since)) / 1000, what
 
 
 def idle_note(status, now):

@@ -8,10 +8,10 @@ multi-day job costs its new lines, never its history.
 The pace is verl's own timing_s/step where the workload logs it (PPO, GRPO); else the file's modification times at
 two looks that read it to its end (when the logger wrote the newest step each saw), so the poll interval does not
 matter. The file is the job's data: read as files.read_from reads (no symlink, no FIFO, at most READ_CAP a look),
-each line bounded (verl_metrics.file_row), and the state file is taken only in the shape this module writes.
+each line bounded (verl_metrics.read_row: a step in 0..files.STEP_MAX, values within ±files.VALUE_MAX, a line with
+a number out of range counted in `bad_values`), and the state file is taken only in the shape this module writes,
+its numbers within the same bounds.
 """
-
-import json
 
 from ansible.module_utils.base import conventions, files
 from ansible.module_utils.jobs.record import json_text
@@ -20,12 +20,12 @@ from ansible.module_utils.verl import metrics as vm
 
 # What one look reads of metrics.jsonl at most; the rest waits for the next look.
 READ_CAP = 8 << 20
-_INTS = ("offset", "bad_lines")
+_INTS = ("offset", "bad_lines", "bad_values")
 _OPTIONAL = ("first_step", "last_step")
 
 
 def new_state():
-    return {"offset": 0, "bad_lines": 0, "skipping": False, "partial": False, "first_step": None, "last_step": None,
+    return {"offset": 0, "bad_lines": 0, "bad_values": 0, "skipping": False, "partial": False, "first_step": None, "last_step": None,
             "first_loss": None, "last_loss": None, "last": {}, "pace": []}
 
 
@@ -34,7 +34,7 @@ def from_console(parsed):
     its loss. For a verl job whose metrics.jsonl has no row yet, so its progress still reads as `step N of M, loss
     X` rather than verl's raw console line (its record's metrics_note says why the file is missing)."""
     state = new_state()
-    if parsed and type(parsed.get("last_step")) is int:
+    if parsed and files.bounded_step(parsed.get("last_step")) is not None:
         state["last_step"] = parsed["last_step"]
         loss = parsed.get("last_loss")
         if vm.is_point(loss) and loss[0] == parsed["last_step"]:
@@ -43,16 +43,16 @@ def from_console(parsed):
 
 
 def _number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return files.bounded_number(value) is not None
 
 
 def _trusted(state):
     """The state read back when it has the shape this module writes (the share is data), else None."""
     if not isinstance(state, dict) or set(state) != set(new_state()):
         return None
-    if not all(type(state[k]) is int and state[k] >= 0 for k in _INTS):
+    if not all(files.bounded_int(state[k]) is not None for k in _INTS):
         return None
-    if not all(state[k] is None or type(state[k]) is int for k in _OPTIONAL):
+    if not all(state[k] is None or files.bounded_step(state[k]) is not None for k in _OPTIONAL):
         return None
     if not all(isinstance(state[k], bool) for k in ("skipping", "partial")):
         return None
@@ -70,8 +70,8 @@ def _trusted(state):
 def read_state(job):
     try:
         text = files.read_text(job.rec["metrics_state"], 1 << 16, base=job.rec["dir"])
-        return _trusted(json.loads(text)) if text else None
-    except (OSError, ValueError, files.RecordError):
+        return _trusted(files.loads_bounded(text)) if text else None
+    except (OSError, ValueError, RecursionError, files.RecordError):
         return None
 
 
@@ -118,8 +118,9 @@ def _look(job, state, final):
     if not end and len(data) >= READ_CAP:  # a line longer than a look reads: skip it
         state.update(offset=state["offset"] + len(data), skipping=True, bad_lines=state["bad_lines"] + 1)
         end, data = 0, b""
-    steps = {}
-    state["bad_lines"] += vm.fold_rows(steps, data[:end].decode("utf-8", errors="replace").splitlines())
+    steps, counts = {}, {}
+    state["bad_lines"] += vm.fold_rows(steps, data[:end].decode("utf-8", errors="replace").splitlines(), counts)
+    state["bad_values"] += counts.get("bad_values", 0)
     state["offset"] += end
     at_end = state["offset"] == size
     # What is left after the last newline, when this look read to the file's end, is a line still being written,
@@ -185,7 +186,7 @@ def readable(state, total=None):
     if step is None:
         return None
     last = state["last"]
-    total = total if type(total) is int and total > 0 else None
+    total = total if files.bounded_step(total) else None
     parts = [f"step {step}" + (f" of {total}" if total else "")]
     parts += [f"{name} {_short(last[name])}" for name in ("loss", "reward") if name in last]
     pace = step_s(state)
@@ -224,4 +225,6 @@ def note(state, workload, console_step):
         problems.append(f"it ends at step {state['last_step']} but the driver log printed step {console_step}")
     if state["bad_lines"]:
         problems.append(f"{state['bad_lines']} line(s) are not verl's rows")
+    if state["bad_values"]:
+        problems.append(vm.out_of_range(state["bad_values"]))
     return conventions.one_line("metrics.jsonl: " + "; ".join(problems), 300) if problems else None

@@ -13,13 +13,16 @@ A suite entry (suites/<name>.yaml) may list gates:
 or any key verl printed (critic/score/max). `at` reduces the per-step values to one: first, last (default),
 min, max, mean or change (last - first). `min`/`max` bound it; `golden` with `tolerance` (a fraction of
 |golden|, default 0.1) or `abs_tolerance` compares it with a known value. A metric with no value fails its gate.
+The report reduces a metric over every row of its file as it streams it (verl_metrics.read_metrics' stats), so a
+gate holds over the whole run while the rows kept are a sample; rows alone (a test, a small file) reduce the same.
 
-Standard library only: imported by the report module (ansible.module_utils.regression.gates), the suite loader
-on the control host, and scripts.
+Standard library and base.files only: imported by the report module (ansible.module_utils.regression.gates), the
+suite loader on the control host, and scripts.
 """
 
-import math
 import re
+
+from ansible.module_utils.base import files
 
 REDUCERS = ("first", "last", "min", "max", "mean", "change")
 _KEYS = {"metric", "at", "min", "max", "golden", "tolerance", "abs_tolerance"}
@@ -34,7 +37,8 @@ class GateError(ValueError):
 
 
 def _is_number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    """A number within ±files.VALUE_MAX (a 400-digit integer in a suite file is none, and raises nothing)."""
+    return files.bounded_number(value) is not None
 
 
 def check_gates(gates, where="gates"):
@@ -92,6 +96,17 @@ def reduce_values(values, at):
     return values[-1] - values[0]  # change
 
 
+def reduce_stat(stat, at):
+    """One number from what read_metrics kept of a metric over every row (verl_metrics.new_stat's form), or None."""
+    if not isinstance(stat, dict) or not stat.get("count"):
+        return None
+    if at == "mean":
+        return stat["sum"] / stat["count"]
+    if at == "change":
+        return stat["last"] - stat["first"]
+    return stat[at]
+
+
 def _values(rows, metric):
     out = []
     for row in rows:
@@ -117,9 +132,13 @@ def describe(gate):
     return f"{name} " + " and ".join(parts)
 
 
-def evaluate(gate, rows):
-    """{gate, metric, at, value, ok, message} for one checked gate against a job's metric rows."""
-    value = reduce_values(_values(rows, gate["metric"]), gate["at"])
+def evaluate(gate, rows, stats=None):
+    """{gate, metric, at, value, ok, message} for one checked gate against a job's metric rows, or, given, the stats
+    read_metrics kept over every row ({name: verl_metrics.new_stat's form})."""
+    if stats is not None:
+        value = reduce_stat(stats.get(gate["metric"]), gate["at"])
+    else:
+        value = reduce_values(_values(rows, gate["metric"]), gate["at"])
     text = describe(gate)
     result = {"gate": text, "metric": gate["metric"], "at": gate["at"], "value": value}
     if value is None:
@@ -141,5 +160,5 @@ def evaluate(gate, rows):
     return {**result, "ok": True, "message": f"gate {text}: {value:.6g}"}
 
 
-def evaluate_all(gates, rows):
-    return [evaluate(gate, rows) for gate in gates or []]
+def evaluate_all(gates, rows, stats=None):
+    return [evaluate(gate, rows, stats) for gate in gates or []]

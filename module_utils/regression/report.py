@@ -6,7 +6,9 @@ report.json (read back by later runs to spot regressions), junit.xml (for CI) an
 summary.md (for a person). The runner's lock and retention are the control host's
 (plugin_utils/regression_run.py).
 
-Times (started_at, ended_at) are epoch milliseconds, like the job records.
+Times (started_at, ended_at) are epoch milliseconds, like the job records. A number read from a record or an
+earlier report.json is taken within base/files.py's bounds (a 400-digit integer is no number here, never an
+OverflowError), and a job's metrics come from verl_metrics.read_metrics, bounded in memory whatever their length.
 """
 
 import json
@@ -16,6 +18,7 @@ import re
 import time
 import xml.etree.ElementTree as ET
 
+from ansible.module_utils.base import files
 from ansible.module_utils.base.conventions import ID_RULE, job_dir, matches, one_line, regression_dir, tensorboard_link
 from ansible.module_utils.jobs.record import read_json, write_text
 from ansible.module_utils.jobs.status import MISSING, STATES
@@ -47,18 +50,20 @@ _BOARD = re.compile(r"^https?://(?:[A-Za-z0-9.\-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\]
 
 
 def entry_result(entry_name, spec, submission_id, status, log_tail, record_dir, metric_rows=None, gates=None,
-                 tensorboard=None):
+                 tensorboard=None, metrics=None):
     """One suite entry's result from its job's status.json (None if the job left none).
 
-    metric_rows are the job's per-step metrics (verl_metrics.read_jsonl's rows of its metrics.jsonl); gates the
+    metrics: what verl_metrics.read_metrics read of the job's metrics.jsonl (its rows, and its stats over every row,
+    which the gates and the trend's values reduce); else metric_rows, per-step rows (read_jsonl's form). gates: the
     entry's checked gates, evaluated against them: the entry passes when its job succeeded and every gate holds.
     tensorboard: the URL of its run in the cluster's TensorBoard, if there is one.
     """
     get = (status or {}).get
     phases = get("phases") if isinstance(get("phases"), dict) else {}
     state = known_state(get("state") or MISSING)
-    rows = metric_rows or []
-    gate_results = regression_gates.evaluate_all(gates, rows) if state == "SUCCEEDED" else []
+    rows = (metrics or {}).get("rows") or metric_rows or []
+    stats = (metrics or {}).get("stats")
+    gate_results = regression_gates.evaluate_all(gates, rows, stats) if state == "SUCCEEDED" else []
     return {
         "name": entry_name,
         "spec": spec,
@@ -68,8 +73,11 @@ def entry_result(entry_name, spec, submission_id, status, log_tail, record_dir, 
         "gates": gate_results,
         # Its curves: the run in the cluster's TensorBoard (verl's tensorboard logger wrote it beside metrics.jsonl).
         "tensorboard": tensorboard if rows else None,
-        "metrics": {label: regression_gates.reduce_values([v for _, v in verl_metrics.series(rows, name)], at)
+        "metrics": {label: regression_gates.reduce_stat(stats.get(name), at) if stats is not None
+                    else regression_gates.reduce_values([v for _, v in verl_metrics.series(rows, name)], at)
                     for label, name, at in TREND_METRICS},
+        # What reading metrics.jsonl left out (lines that are no row, numbers out of range, rows thinned), or None.
+        "metrics_note": (metrics or {}).get("note"),
         "durations": {key: phases.get(key) for key in ("pending_s", "running_s", "total_s")},
         "steps": get("steps"),
         "first_loss": get("first_loss"),
@@ -213,6 +221,9 @@ def summary_md(report, previous):
     if failed:
         lines += ["", "## Failures", ""]
         lines += [f"- **{md(e['name'])}**: {md(_failure_text(e))}" for e in failed]
+    notes = [f"- **{md(e['name'])}**: {md(e['metrics_note'])}" for e in report["entries"] if e.get("metrics_note")]
+    if notes:
+        lines += ["", "## Metrics notes", ""] + notes
     lines += ["", f"Trend across runs: [{TREND_FILE}]({TREND_FILE})", "", "## Compared with previous runs", ""]
     if not previous:
         lines.append("No earlier run of this suite.")
@@ -287,7 +298,8 @@ def load_previous(regression_root, suite, exclude_run_id, limit=5):
         report = read_json(os.path.join(regression_root, name, "report.json"))
         if (isinstance(report, dict) and report.get("suite") == suite
                 and exclude_run_id not in (name, report.get("run_id"))
-                and isinstance(report.get("started_at"), (int, float))
+                and files.bounded_number(report.get("started_at")) is not None
+                and 0 <= report["started_at"] <= files.MS_MAX
                 and isinstance(report.get("entries"), list)):
             reports.append(report)
     reports.sort(key=lambda r: r["started_at"], reverse=True)
@@ -333,7 +345,13 @@ def known_state(state):
 
 
 def _number(value):
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    """A number of a record or an earlier report as a float, or None; an integer past ±files.VALUE_MAX is ±infinity
+    (float() of a 400-digit one raises OverflowError), which the report shows and compares as it does a float's."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    if isinstance(value, int) and files.bounded_number(value) is None:
+        return math.inf if value > 0 else -math.inf
+    return float(value)
 
 
 def _fmt(value):
@@ -341,11 +359,13 @@ def _fmt(value):
 
 
 def _fmt_seconds(value):
-    return "–" if _number(value) is None else f"{value:.1f}"
+    value = _number(value)
+    return "–" if value is None else f"{value:.1f}"
 
 
 def _fmt_loss(value):
-    return "–" if _number(value) is None else f"{value:.4g}"
+    value = _number(value)
+    return "–" if value is None else f"{value:.4g}"
 
 
 def _duration(seconds):

@@ -7,7 +7,8 @@ of shard (every kind any of the job's checkpoints has) has every rank 0..W-1 at 
 job runs at. A step folder newer than the tracker is a save that did not finish. Standard library only: the module on the head imports it.
 
 The checkpoints sit on the shared root, which anyone may write: the tracker is read as a small regular file
-(jobs/files.py: a FIFO or a symlink is never opened), numbers are ASCII digits of bounded length, and a step is only
+(base/files.py: a FIFO or a symlink is never opened), numbers are ASCII digits of bounded length and a step is in
+0..STEP_MAX (base/files.py; a folder or tracker beyond it is skipped, saying so), and a step is only
 ever one folder of the checkpoint dir itself: a symlinked global_step_N, or one whose real path leaves the
 checkpoint dir, is skipped with its reason.
 """
@@ -15,7 +16,7 @@ checkpoint dir, is skipped with its reason.
 import os
 import re
 
-from ansible.module_utils.base.files import MAX_DIGITS, RecordError, ascii_int, read_small
+from ansible.module_utils.base.files import MAX_DIGITS, STEP_MAX, RecordError, ascii_int, bounded_step, read_small
 
 TRACKER = "latest_checkpointed_iteration.txt"
 _DIGITS = f"[0-9]{{1,{MAX_DIGITS}}}"
@@ -33,7 +34,7 @@ class NoCheckpoint(CheckpointError):
 
 def read_tracker(checkpoint_dir):
     """(the step latest_checkpointed_iteration.txt names, None) or (None, why not): no file, not a regular file (a
-    FIFO, a symlink), not a number in at most MAX_DIGITS ASCII digits."""
+    FIFO, a symlink), not a number in at most MAX_DIGITS ASCII digits, a step beyond STEP_MAX."""
     path = os.path.join(checkpoint_dir, TRACKER)
     try:
         raw = read_small(path, 64)
@@ -44,7 +45,9 @@ def read_tracker(checkpoint_dir):
     if raw is None:
         return None, "is missing"
     step = ascii_int(raw.decode("ascii", errors="replace"))
-    return (step, None) if step is not None else (None, f"does not hold a step in ASCII digits (at most {MAX_DIGITS})")
+    if step is None:
+        return None, f"does not hold a step in ASCII digits (at most {MAX_DIGITS})"
+    return (step, None) if bounded_step(step) is not None else (None, f"names a step beyond {STEP_MAX}")
 
 
 def tracker_step(checkpoint_dir):
@@ -117,8 +120,10 @@ def newest_whole(checkpoint_dirs, world_size):
             path = os.path.join(directory, name)
             if not match or not os.path.isdir(path):
                 continue
-            step, why = int(match[1]), outside(path, real)
-            if why:
+            step, why = bounded_step(int(match[1])), outside(path, real)
+            if step is None:
+                skipped.append((path, f"its step is beyond {STEP_MAX}"))
+            elif why:
                 skipped.append((path, why))
             elif tracked is None:
                 skipped.append((path, f"{TRACKER} {untracked}: no save is known to have finished"))

@@ -12,13 +12,15 @@ The console parse stays for one case: a job that is not verl (workload command, 
 lines are for people reading driver.log.
 
 A job's files are untrusted data: a line of the file logger is looked at only up to LINE_CAP bytes, keys are short
-printable names and values finite numbers; every console pattern runs in time linear in the line.
+printable names, a step an int in 0..files.STEP_MAX and a value a number within ±files.VALUE_MAX (files.loads_bounded
+reads the line: a 400-digit number is out of range, never an OverflowError); a line holding a number out of range
+keeps its other values and is counted. Every console pattern runs in time linear in the line. read_metrics, the
+report's read, streams the file and keeps at most ROWS_CAP rows (thinned evenly by step) and, over every row, what
+the gates reduce a name to (new_stat): its memory is bounded by those caps, never by the file's length.
 
 Imported by modules as ansible.module_utils.verl.metrics: standard library and conventions only.
 """
 
-import json
-import math
 import re
 
 from ansible.module_utils.base import conventions, files
@@ -31,6 +33,14 @@ METRICS_FILE = conventions.METRICS_FILE
 JSONL_LINE_CAP = 1 << 20
 KEY_CAP = 200
 KEYS_CAP = 4096
+# What read_metrics keeps of a file however long it is: at most ROWS_CAP rows holding at most VALUES_CAP values in
+# all (thinned evenly by step, plus the first and the last step's), and the stats of at most NAMES_CAP verl keys;
+# it reads the file's first READ_LIMIT bytes, CHUNK at a time.
+ROWS_CAP = 1000
+VALUES_CAP = 1 << 18
+NAMES_CAP = 4096
+READ_LIMIT = 1 << 28
+CHUNK = 1 << 18
 
 # Name in metrics.jsonl -> verl's keys for it, first found wins (SFT, then PPO/GRPO names).
 SUMMARY_KEYS = {
@@ -73,7 +83,7 @@ def _number(text):
         value = float(text)
     except ValueError:
         return None
-    return value if math.isfinite(value) else None
+    return files.bounded_number(value)
 
 
 def _parse(line):
@@ -126,14 +136,14 @@ def new_state():
 
 def is_point(pair):
     """A [step, number] pair, as fold keeps a loss (progress.py keeps its losses and pace the same way)."""
-    return (isinstance(pair, list) and len(pair) == 2 and type(pair[0]) is int
-            and isinstance(pair[1], (int, float)) and not isinstance(pair[1], bool))
+    return (isinstance(pair, list) and len(pair) == 2 and files.bounded_step(pair[0]) is not None
+            and files.bounded_number(pair[1]) is not None)
 
 
 def trusted_state(state):
     """Whether state has new_state()'s shape, as fold keeps it: a copy read back from the share is data."""
     return (isinstance(state, dict) and set(state) == set(new_state())
-            and (state["last_step"] is None or type(state["last_step"]) is int)
+            and (state["last_step"] is None or files.bounded_step(state["last_step"]) is not None)
             and all(state[k] is None or is_point(state[k]) for k in ("first_loss", "last_loss"))
             and (state["last_line"] is None or isinstance(state["last_line"], str) and len(state["last_line"]) <= 4096))
 
@@ -167,58 +177,201 @@ def last_step_line(text, width=200):
     return None
 
 
-def file_row(line):
-    """(step, {key: value}) of one line verl's file logger wrote ({"step": N, "data": {...}}), or None.
+def read_row(line):
+    """(step, {key: value}, how many numbers were out of range) of one line verl's file logger wrote ({"step": N,
+    "data": {...}}), or None when the line is no row (not JSON, no step in 0..files.STEP_MAX, over JSONL_LINE_CAP).
 
     Our own rows ({"step": N, "metrics": {...}}, the metrics.jsonl of records from before verl's logger was used) are
-    read too. Only finite numbers under short printable keys are kept."""
+    read too. Only numbers within ±files.VALUE_MAX under short printable keys are kept; a number out of range (NaN,
+    Infinity, a 400-digit integer) is left out and counted, anything else (null, a string, a list) left out."""
     if len(line) > JSONL_LINE_CAP:
         return None
     try:
-        row = json.loads(line)
+        row = files.loads_bounded(line)
     except (ValueError, RecursionError):
         return None
     if not isinstance(row, dict):
         return None
     step, data = row.get("step"), row.get("data", row.get("metrics"))
-    if type(step) is not int or step < 0 or not isinstance(data, dict):
+    if files.bounded_step(step) is None or not isinstance(data, dict):
         return None
-    values = {}
+    values, dropped = {}, 0
     for key, value in data.items():
         if len(values) >= KEYS_CAP:
             break
-        if (isinstance(key, str) and 0 < len(key) <= KEY_CAP and key.isprintable()
-                and isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)):
-            values[key] = float(value) if isinstance(value, float) else value
-    return step, values
+        if not (isinstance(key, str) and 0 < len(key) <= KEY_CAP and key.isprintable()
+                and isinstance(value, (int, float)) and not isinstance(value, bool)):
+            continue
+        if files.bounded_number(value) is None:
+            dropped += 1
+        else:
+            values[key] = value
+    return step, values, dropped
 
 
-def fold_rows(steps, lines):
+def file_row(line):
+    """read_row's (step, {key: value}) of one line, or None."""
+    parsed = read_row(line)
+    return parsed and parsed[:2]
+
+
+def fold_rows(steps, lines, counts=None):
     """Fold file-logger lines into {step: {key: value}} (a step logged twice, as SFT logs its validation, merges; a
-    restarted trainer's repeated step takes the newest values). Returns the number of lines that were no row."""
+    restarted trainer's repeated step takes the newest values). Returns the number of lines that were no row; counts,
+    when given, gains under "bad_values" the lines that held a number out of range (left out)."""
     bad = 0
     for line in lines:
         if not line.strip():
             continue
-        parsed = file_row(line)
+        parsed = read_row(line)
         if parsed is None:
             bad += 1
             continue
         steps.setdefault(parsed[0], {}).update(parsed[1])
+        if parsed[2] and counts is not None:
+            counts["bad_values"] = counts.get("bad_values", 0) + 1
     return bad
 
 
-def read_jsonl(path, limit=1 << 28):
-    """The rows (rows_of's form) of a record's metrics.jsonl; [] when it is missing or cannot be read. The file is
-    read as the share's data (never through a symlink, at most limit bytes) and line by line."""
-    try:
-        data = files.read_from(path, 0, limit)
-    except (OSError, files.RecordError):
-        return []
-    steps = {}
-    if data is not None:
-        fold_rows(steps, data[0].decode("utf-8", errors="replace").splitlines())
-    return rows_of(steps)
+def out_of_range(lines):
+    """What a note says of the lines that held a number out of range (read_row's third item)."""
+    return f"{lines} line(s) hold a number out of range (NaN, infinite or beyond ±{files.VALUE_MAX:g}), left out"
+
+
+def new_stat():
+    """What read_metrics keeps of one name over every row: the count, sum, min and max of its values, and its values
+    at the smallest and the largest step (the newest line's on a tie, as rows merge). A step a restarted trainer
+    logged again counts again in count, sum, min and max."""
+    return {"count": 0, "sum": 0.0, "min": None, "max": None, "first_step": None, "first": None, "last_step": None,
+            "last": None}
+
+
+def add_to_stat(stat, step, value):
+    stat["count"] += 1
+    stat["sum"] += value
+    if stat["min"] is None or value < stat["min"]:
+        stat["min"] = value
+    if stat["max"] is None or value > stat["max"]:
+        stat["max"] = value
+    if stat["first_step"] is None or step <= stat["first_step"]:
+        stat["first_step"], stat["first"] = step, value
+    if stat["last_step"] is None or step >= stat["last_step"]:
+        stat["last_step"], stat["last"] = step, value
+
+
+class _Fold:
+    """read_metrics' fold of a file's lines: memory bounded by ROWS_CAP, VALUES_CAP and NAMES_CAP, whatever the
+    file's length. Rows are kept for steps that are multiples of `stride`, which doubles (every other kept row goes)
+    whenever the rows or their values pass their caps: an even thinning by step."""
+
+    def __init__(self, rows_cap, values_cap):
+        self.rows_cap, self.values_cap = max(1, rows_cap), max(KEYS_CAP, values_cap)
+        self.keys, self.summary, self.step = {}, {}, new_stat()
+        self.kept, self.kept_values, self.stride, self.ends = {}, 0, 1, {}
+        self.rows = self.bad_lines = self.bad_values = self.lost_names = 0
+        self.previous = None
+
+    def line(self, line):
+        if not line.strip():
+            return
+        parsed = read_row(line)
+        if parsed is None:
+            self.bad_lines += 1
+            return
+        step, values, dropped = parsed
+        self.rows += 1
+        self.bad_values += bool(dropped)
+        if step != self.previous:  # a validation line after its step's line is the same row
+            add_to_stat(self.step, step, step)
+        self.previous = step
+        known = {}
+        for key, value in values.items():
+            held = self.keys.get(key)
+            if held is None:
+                if len(self.keys) >= NAMES_CAP:
+                    self.lost_names += 1
+                    continue
+                held = self.keys[key] = (key, new_stat())
+            add_to_stat(held[1], step, value)
+            known[held[0]] = value  # the name's first string: kept rows share it, not one copy a line
+        for name, value in summarize(known).items():
+            add_to_stat(self.summary.setdefault(name, new_stat()), step, value)
+        self._keep(step, known)
+
+    def _keep(self, step, values):
+        for end, newer in (("first", lambda s, e: s < e), ("last", lambda s, e: s > e)):
+            held = self.ends.get(end)
+            if held is None or newer(step, held[0]):
+                self.ends[end] = (step, dict(values))
+            elif step == held[0]:
+                held[1].update(values)
+        if step % self.stride:
+            return
+        row = self.kept.setdefault(step, {})
+        before = len(row)
+        row.update(values)
+        self.kept_values += len(row) - before
+        while len(self.kept) > self.rows_cap or self.kept_values > self.values_cap:
+            self.stride *= 2  # at most 40 times: past STEP_MAX only step 0 is left
+            self.kept = {s: r for s, r in self.kept.items() if s % self.stride == 0}
+            self.kept_values = sum(len(r) for r in self.kept.values())
+
+    def result(self, truncated_at=None):
+        steps = dict(self.kept)
+        steps.update(self.ends.values())
+        rows = rows_of(steps)
+        stats = {**{key: stat for key, stat in self.keys.values()}, **self.summary}
+        if self.step["count"]:
+            stats["step"] = self.step
+        problems = [f"only its first {truncated_at} bytes were read"] if truncated_at else []
+        if self.bad_lines:
+            problems.append(f"{self.bad_lines} line(s) are not verl's rows")
+        if self.bad_values:
+            problems.append(out_of_range(self.bad_values))
+        if self.lost_names:
+            problems.append(f"{self.lost_names} value(s) under names past the first {NAMES_CAP} were left out")
+        if self.stride > 1:
+            problems.append(f"{len(rows)} of its {self.rows} rows are kept (every {self.stride}th step's, the first "
+                            "and the last); the gates and values take every row")
+        note = one_line("metrics.jsonl: " + "; ".join(problems), 400) if problems else None
+        return {"rows": rows, "stats": stats, "lines": self.rows, "bad_lines": self.bad_lines,
+                "bad_values": self.bad_values, "stride": self.stride, "note": note}
+
+
+def read_metrics(path, limit=READ_LIMIT, rows_cap=ROWS_CAP, values_cap=VALUES_CAP):
+    """A record's metrics.jsonl read for a report, streamed CHUNK at a time: {"rows": at most rows_cap rows (rows_of's
+    form, thinned evenly by step, the first and last step's always), "stats": {name: new_stat's form over every row,
+    for "step", the SUMMARY_KEYS names and verl's keys}, "lines", "bad_lines", "bad_values", "stride", "note": what
+    was left out, in one line, or None}. The file is read as the share's data (never through a symlink, never
+    blocking, at most limit bytes); missing or unreadable, it has no rows."""
+    fold = _Fold(rows_cap, values_cap)
+    offset, pending, skipping, size = 0, b"", False, 0
+    while offset < limit:
+        try:
+            got = files.read_from(path, offset, min(CHUNK, limit - offset))
+        except (OSError, files.RecordError):
+            break  # what was read stays
+        if got is None or not got[0]:
+            break
+        data, size = pending + got[0], got[1]
+        offset += len(got[0])
+        if skipping:  # the rest of a line over JSONL_LINE_CAP
+            cut = data.find(b"\n") + 1
+            skipping, data = not cut, data[cut:] if cut else b""
+        end = data.rfind(b"\n") + 1
+        for line in data[:end].decode("utf-8", errors="replace").splitlines():
+            fold.line(line)
+        pending = data[end:]
+        if len(pending) > JSONL_LINE_CAP:
+            fold.bad_lines, pending, skipping = fold.bad_lines + 1, b"", True
+    if pending and not skipping:
+        fold.line(pending.decode("utf-8", errors="replace"))
+    return fold.result(limit if offset >= limit and size > limit else None)
+
+
+def read_jsonl(path, limit=READ_LIMIT):
+    """read_metrics' rows: at most ROWS_CAP, thinned evenly by step once the file holds more."""
+    return read_metrics(path, limit)["rows"]
 
 
 def series(rows, name):

@@ -163,9 +163,11 @@ def test_nothing_odd_in_metrics_jsonl_reaches_the_progress_line(job, lines):
     assert_printable(line)
     assert line.endswith("; step 3, loss 1; http://10.0.0.10:6006/?runFilter=%5Ej-1/#timeseries"), line
     bad = len(lines.splitlines()) - 1
-    assert log.metrics["bad_lines"] == bad
-    assert progress.note(log.metrics, "grpo", None) == (f"metrics.jsonl: {bad} line(s) are not verl's rows" if bad
-                                                        else None)
+    out_of_range = int("NaN" in lines)  # a row whose NaN and infinities are left out, and counted
+    assert log.metrics["bad_lines"] == bad and log.metrics["bad_values"] == out_of_range
+    problems = [f"{bad} line(s) are not verl's rows"] * bool(bad) + [
+        "1 line(s) hold a number out of range (NaN, infinite or beyond ±1e+40), left out"] * out_of_range
+    assert progress.note(log.metrics, "grpo", None) == ("metrics.jsonl: " + "; ".join(problems) if problems else None)
     with open(job.rec["metrics_state"], encoding="utf-8") as handle:
         assert_printable(handle.read())
 
