@@ -7,6 +7,7 @@ Ray is imported lazily: the pure helpers here are unit tested without a cluster.
 
 import json
 import os
+import urllib.error
 import urllib.request
 
 # Ray reads these before the address we pass; proxies have broken job
@@ -51,11 +52,23 @@ def job_client(dashboard_url, token):
     return JobSubmissionClient(dashboard_url, headers=auth_headers(token))
 
 
+class RefuseRedirects(urllib.request.HTTPRedirectHandler):
+    """Ray's dashboard answers its API itself. urllib would follow a redirect to any host and scheme (ftp:, file:)
+    and send the token's Authorization header along, so a redirect is an HTTPError, never followed."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        raise urllib.error.HTTPError(req.full_url, code, f"the dashboard redirected ({code}); not followed", headers, fp)
+
+
+def dashboard_opener():
+    """The opener of every request to the dashboard that carries the token: no proxy, no redirect."""
+    return urllib.request.build_opener(urllib.request.ProxyHandler({}), RefuseRedirects)
+
+
 def get_json(dashboard_url, path, token, timeout=10):
     """GET a dashboard REST endpoint (used where the SDK has no call)."""
     request = urllib.request.Request(dashboard_url.rstrip("/") + path, headers=auth_headers(token))
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    with opener.open(request, timeout=timeout) as response:
+    with dashboard_opener().open(request, timeout=timeout) as response:
         return json.loads(response.read().decode("utf-8"))
 
 

@@ -8,19 +8,35 @@ holding a 400-digit number (a value, then a step) costs nothing but that line.""
 
 import json
 import os
+import subprocess
 import threading
 import time
 
 import pytest
 from ansible.module_utils.base import ray_cluster
-from conftest import DASHBOARD, IPS, RECORDS, TOKEN, new_id, nodes, playbook, ssh, tracked_step, wait_for
+from conftest import (
+    BIN,
+    DASHBOARD,
+    HEAD,
+    IPS,
+    RECORDS,
+    ROOT,
+    TOKEN,
+    new_id,
+    nodes,
+    playbook,
+    ssh,
+    tracked_step,
+    wait_for,
+)
 from jobs_helpers import ray_jobs, status
 
 pytestmark = pytest.mark.usefixtures("cluster_up")
 
 STALL_S = 40
-# Two ranks, one on each worker, talking through gloo; a checkpoint per step, so the retry resumes close by.
-SFT2 = ["-e", "spec=sft", "-e", "resources.nnodes=2", "-e", "save_freq=1", "-e", "total_training_steps=60",
+# Two ranks, one on each worker, talking through gloo; a checkpoint per step, so the retry resumes close by. A rank is
+# stopped at step 3 (a few more may pass before the signal lands), so 15 steps leave the hang room and the retry little.
+SFT2 = ["-e", "spec=sft", "-e", "resources.nnodes=2", "-e", "save_freq=1", "-e", "total_training_steps=15",
         "-e", f"timeouts.stall_s={STALL_S}", "-e", "retries.max=1", "-e", "retries.on=hung"]
 
 
@@ -77,8 +93,20 @@ def final(sid):
         return False
 
 
+def report_over(run_id, *entries):
+    """ray_regression_report (the module regression.yml runs) over the records <run_id>-<entry>: its report.json."""
+    args = {"run_id": run_id, "suite": "it-watcher", "started_at": int(time.time() * 1000), "shared_root": "/private",
+            "entries": [{"name": name, "spec": "sft"} for name in entries]}
+    proc = subprocess.run([os.path.join(BIN, "ansible"), HEAD, "-m", "ray_regression_report", "-a", json.dumps(args)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    with open(os.path.join(RECORDS, "..", "regression", run_id, "report.json"), encoding="utf-8") as handle:
+        return json.load(handle)
+
+
 def test_a_hung_rank_is_found_explained_and_the_job_resumed():
-    sid = new_id("hang")
+    run_id = new_id("wr")
+    sid = f"{run_id}-hang"  # a regression entry's record name, so the report below reads it
     assert playbook("submit.yml", *SFT2, "-e", f"submission_id={sid}").rc == 0
     append_metrics(sid, HUGE_VALUE)  # the passes below read it: each must still exit 0 and judge the job
     stopped_at = hang_a_rank(sid)
@@ -103,6 +131,11 @@ def test_a_hung_rank_is_found_explained_and_the_job_resumed():
     resumed = status(attempt)
     assert resumed["state"] == "SUCCEEDED" and resumed["resumed_from"]["step"] >= 3, resumed
     assert status(sid)["attempts"] == [attempt]
+    # The regression report over both records (a 400-digit value in one, a 400-digit step in the other) is written,
+    # each line that held one noted and left out.
+    rep = report_over(run_id, "hang", "hang-r1")
+    notes = {e["name"]: e.get("metrics_note") or "" for e in rep["entries"]}
+    assert "out of range" in notes["hang"] and notes["hang-r1"], notes
     excerpt = ""
     for name in dumped[:2]:
         with open(os.path.join(stacks_dir, name), encoding="utf-8") as handle:
@@ -120,6 +153,7 @@ def test_a_followed_job_found_hung_is_resumed_by_its_follower_alone():
     thread.start()
     try:
         wait_for(lambda: os.path.isdir(os.path.join(RECORDS, sid)), 120, f"{sid}'s record")
+        append_metrics(sid, HUGE_VALUE)  # the follower reads it at every look, and still finds the hang
         hang_a_rank(sid)
     finally:
         thread.join(timeout=1500)

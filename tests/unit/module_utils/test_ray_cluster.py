@@ -107,3 +107,44 @@ def test_one_alive_per_ip_names_the_ambiguous_ips():
     dead = node("10.0.0.12", state="DEAD")
     head = node("10.0.0.10", head=True)
     assert rc.one_alive_per_ip([a, b, dead, head]) == ({"10.0.0.10": head}, ["10.0.0.11"])
+
+
+def test_a_dashboard_redirect_is_refused_and_the_token_goes_nowhere_else():
+    """get_json (and stacks' reads) carry the token: a redirect to another address is an error, never followed."""
+    import http.server
+    import threading
+    import urllib.error
+
+    import pytest
+
+    seen = []
+
+    class Elsewhere(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            seen.append(self.headers.get("Authorization"))
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def log_message(self, *args):
+            pass
+
+    other = http.server.HTTPServer(("127.0.0.1", 0), Elsewhere)
+
+    class Dashboard(Elsewhere):
+        def do_GET(self):
+            self.send_response(302)
+            self.send_header("Location", f"http://127.0.0.1:{other.server_port}/steal")
+            self.end_headers()
+
+    dashboard = http.server.HTTPServer(("127.0.0.1", 0), Dashboard)
+    for server in (other, dashboard):
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with pytest.raises(urllib.error.HTTPError) as caught:
+            rc.get_json(f"http://127.0.0.1:{dashboard.server_port}", "/api/v0/nodes", "sekrit-token", timeout=5)
+        assert caught.value.code == 302 and "not followed" in str(caught.value) and seen == []
+    finally:
+        for server in (other, dashboard):
+            server.shutdown()
+            server.server_close()
