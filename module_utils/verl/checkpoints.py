@@ -50,11 +50,6 @@ def read_tracker(checkpoint_dir):
     return (step, None) if bounded_step(step) is not None else (None, f"names a step beyond {STEP_MAX}")
 
 
-def tracker_step(checkpoint_dir):
-    """The step latest_checkpointed_iteration.txt names, or None (read_tracker says why)."""
-    return read_tracker(checkpoint_dir)[0]
-
-
 def shard_groups(step_dir):
     """{(sub-folder, kind): {"worlds": {W, ...}, "ranks": {R, ...}}} of the shards under a step folder."""
     groups = {}
