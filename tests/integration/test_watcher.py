@@ -55,7 +55,10 @@ def watch_until(predicate, timeout, what, every_s=10):
 
 def job_actors(sid):
     """The job's live TrainingWorker actors: [(host, pid)]."""
-    job_id = ray_jobs()[sid].job_id
+    job = ray_jobs().get(sid)
+    job_id = job.job_id if job is not None else None
+    if job_id is None:  # not yet listed, or its driver not yet started
+        return []
     ray_cluster.prepare_client_env(TOKEN)
     by_node = {n["node_id"]: n["node_ip"] for n in nodes()}
     hosts = {ip: host for host, ip in IPS.items()}
@@ -79,9 +82,11 @@ HUGE_STEP = '{"step": ' + HUGE + ', "data": {"train/loss": 0.5}}'
 
 def hang_a_rank(sid):
     """SIGSTOP one rank of sid once global_step_3 is saved: a real collective hang (the other rank waits in gloo)."""
-    wait_for(lambda: tracked_step(sid) >= 3, 600, f"{sid} to save global_step_3")
-    actors = wait_for(lambda: len(job_actors(sid)) >= 2 and job_actors(sid), 60, f"{sid}'s two ranks")
+    # The ranks are found first (listing actors takes seconds, and a step on the lab less than one), so the signal
+    # follows the save of step 3 by about a second.
+    actors = wait_for(lambda: (found := job_actors(sid)) and len(found) >= 2 and found, 600, f"{sid}'s two ranks")
     host, pid = actors[-1]
+    wait_for(lambda: tracked_step(sid) >= 3, 600, f"{sid} to save global_step_3")
     ssh(host, f"kill -STOP {pid}")
     return time.monotonic()
 
