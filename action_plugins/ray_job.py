@@ -24,7 +24,7 @@ from ansible.module_utils.base import conventions  # isort: skip
 from ansible.module_utils.base import redaction  # isort: skip
 from ansible.module_utils.jobs import options, retry  # isort: skip
 from ansible.module_utils.jobspec.fields import ENV_NAME_RULE  # isort: skip
-from ansible.module_utils.jobs.status import JobStatus, RecordError  # isort: skip
+from ansible.module_utils.jobs.status import JobStatus, RecordError, ResumedFrom  # isort: skip
 
 display = Display()
 
@@ -209,8 +209,8 @@ class ActionModule(ActionBase):
             due, why = retry.due(status, planned.get("attempts_made", 0))
             if not due or planned.get("failed"):
                 break
-            kind = (status.diagnosis or {}).get("kind")
-            self._show(f"{last['submission_id']}: failed ({kind}): {why}, resuming from the newest whole checkpoint")
+            self._show(f"{last['submission_id']}: failed ({status.diagnosis.kind}): {why}, resuming from the newest "
+                       "whole checkpoint")
             last = self._resume(module, last["submission_id"], spec, ray_config, poll_s, planned)
         return last
 
@@ -260,9 +260,8 @@ class ActionModule(ActionBase):
         if submitted.get("existed"):
             return {"failed": True, "msg": f"{attempt.submission_id} exists already: its record was not linked "
                     f"to {planned.get('root')}; look at it with job.yml -e id={attempt.submission_id}"}
-        resumed = submitted.get("resumed_from") or {}
-        where = (f"{resumed['path']} (step {resumed.get('step')})" if resumed.get("path")
-                 else "the start (it saved no checkpoint)")
+        resumed = ResumedFrom.of(submitted.get("resumed_from"))  # the module's own result: a mapping or absent
+        where = f"{resumed.path} (step {resumed.step})" if resumed.path else "the start (it saved no checkpoint)"
         self._show(f"{attempt.submission_id}: submitted, resuming {submission_id} from {where}")
         if not follow_it:
             return submitted

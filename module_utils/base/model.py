@@ -1,8 +1,8 @@
 """The one language of the project's data models: a field is declared once (its kind, doc, bounds or choices, default)
 as a Field, values are checked by one walk over a table of them (check, check_fields), and one generator writes their
 JSON Schema (json_schema). The JobSpec (module_utils/jobspec/fields.py) and a job record's status.json
-(module_utils/jobs/status.py) are both such tables; each wraps FieldError in its own one-line error.
-Standard library only: the modules on the nodes import it.
+(module_utils/jobs/status.py) are both such tables; each wraps FieldError in its own one-line error. An object's
+value can be held typed (part_class: a dataclass made from its Field). Standard library only: the nodes import it.
 """
 
 from __future__ import annotations
@@ -10,8 +10,11 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import functools
+import keyword
 import math
 import posixpath
+from typing import ClassVar
 
 from ansible.module_utils.base import conventions
 
@@ -300,3 +303,101 @@ def json_schema(fields, *, title, description, open=False):
     """The JSON Schema (draft 2020-12) of a document holding these fields (open: other keys may appear)."""
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": title, "description": description,
             **object_schema(fields, open=open)}
+
+
+# ---------------------------------------------------------------- typed objects
+
+
+def attribute(name):
+    """The Python attribute of a field: a keyword (an outage's `from`) gets a trailing underscore."""
+    return f"{name}_" if keyword.iskeyword(name) else name
+
+
+def typed_fields(fields):
+    """{attribute: function making its typed value} of a table's objects (a Part) and lists of objects (of Parts)."""
+    out = {}
+    for f in fields:
+        if f.kind == "object":
+            out[attribute(f.name)] = part_class(f).of
+        elif f.kind == "list" and f.item.kind == "object":
+            out[attribute(f.name)] = functools.partial(
+                lambda cls, value: None if value is None else [cls.of(item) for item in value], part_class(f.item))
+    return out
+
+
+class Typed:
+    """Keeps a table's objects typed (TYPING, from typed_fields): a mapping or None assigned becomes a Part."""
+
+    TYPING: ClassVar[dict] = {}
+
+    def __setattr__(self, name, value):
+        convert = self.TYPING.get(name)
+        super().__setattr__(name, value if convert is None else convert(value))
+
+
+def plain(value):
+    """value as JSON holds it: each Part as its to_dict()."""
+    if isinstance(value, list):
+        return [plain(item) for item in value]
+    return value.to_dict() if isinstance(value, Part) else value
+
+
+class Part(Typed):
+    """The typed value of an object Field (its class made by part_class): an attribute per sub-field (None when
+    unset; an object typed too) and `extra`, the keys of an open object this version does not know (a newer one's).
+    A part absent or null reads as an empty part (falsy; each attribute None or its default), so a reader writes
+    status.retries.on and needs no `or {}`. It is written as it was read: null when absent, else its kept keys and
+    the sub-fields given or set since (a part made by calling its class: all of them)."""
+
+    FIELD = None  # the object Field the class was made from
+    _given = None  # the attributes given or set (None: the part is absent)
+
+    @classmethod
+    def of(cls, value):
+        """The part a value holds: a checked mapping (model.check's), None (an empty part) or a part already."""
+        if isinstance(value, cls):
+            return value
+        part, known = cls(), {f.name: attribute(f.name) for f in cls.FIELD.fields}
+        object.__setattr__(part, "_given", None if value is None else set())
+        for key, item in (value or {}).items():
+            if key in known:
+                setattr(part, known[key], copy.deepcopy(item))
+        part.extra = {key: copy.deepcopy(item) for key, item in (value or {}).items() if key not in known}
+        return part
+
+    def __setattr__(self, name, value):
+        super().__setattr__(name, value)
+        if name != "extra":
+            object.__setattr__(self, "_given", {*(self._given or ()), name})
+
+    def __bool__(self):
+        return bool(self._given or self.extra)
+
+    def to_dict(self):
+        """The part as status.json holds it (see the class); None when it is absent."""
+        if self._given is None and not self.extra:
+            return None
+        given = [f.name for f in self.FIELD.fields if attribute(f.name) in (self._given or ())]
+        return {**copy.deepcopy(self.extra), **{name: plain(getattr(self, attribute(name))) for name in given}}
+
+
+_MADE = {}  # id(field) -> (field, its class): one class per Field
+
+
+def _default(sub):
+    if isinstance(sub.default, (list, dict)):  # (an object's default, None, becomes its empty part: Typed)
+        return dataclasses.field(default_factory=functools.partial(copy.deepcopy, sub.default))
+    return dataclasses.field(default=sub.default)
+
+
+def part_class(f):
+    """The dataclass (a Part) of object Field f: its sub-fields as attributes, in their order, and `extra`. Made once
+    per Field and named from it (resumed_from: ResumedFrom): a field is declared once, and typed from there."""
+    if id(f) not in _MADE:
+        name = "".join(word.title() for word in f.name.split("_")) or "Part"
+        specs = [*((attribute(sub.name), object, _default(sub)) for sub in f.fields),
+                 ("extra", dict, dataclasses.field(default_factory=dict))]
+        _MADE[id(f)] = (f, dataclasses.make_dataclass(name, specs, bases=(Part,), namespace={
+            "FIELD": f, "TYPING": typed_fields(f.fields), "__module__": __name__,
+            "__doc__": f"{describe(f) or name} (the typed part of field '{f.name}')"}))
+    return _MADE[id(f)][1]

@@ -13,7 +13,7 @@ from ansible.module_utils.base import ray_cluster as rc
 from ansible.module_utils.jobs import client as jc
 from ansible.module_utils.jobs import driver_log, hang, progress
 from ansible.module_utils.jobs.record import json_text, now_ms, read_json
-from ansible.module_utils.jobs.status import Merge, final_state
+from ansible.module_utils.jobs.status import Merge, Outage, final_state
 from ansible.module_utils.jobspec.fields import TRAINERS
 from ansible.module_utils.verl import diagnosis
 from ansible.module_utils.verl import metrics as vm
@@ -71,8 +71,7 @@ def finalize(job, info, status):
     status.start_time, status.end_time = summary["start_time"], summary["end_time"]
     took_steps(job, status, log, spec)
     status.preflight = job.record.preflight(job.redact) or status.preflight  # known fields, bounded, redacted
-    status.phases = phases(status.submitted_at, summary["start_time"], summary["end_time"],
-                           (status.phases or {}).get("submit_s"))
+    status.phases = phases(status.submitted_at, summary["start_time"], summary["end_time"], status.phases.submit_s)
     evidence = None  # a failure's logs and cluster state, gathered once
     while True:
         state = status.state = final_state(summary["status"], status.reason)
@@ -85,7 +84,7 @@ def finalize(job, info, status):
             status.diagnosis = classify(job, log, collected, status)
             # Only a failure can be a dead node's: a stopped job's driver node is alive, and waiting for it
             # to die would hold every stop for NODE_DEATH_WAIT_S.
-            if status.diagnosis["kind"] == "unknown" and state == "FAILED":
+            if status.diagnosis.kind == "unknown" and state == "FAILED":
                 found, nodes = driver_node_death(job, summary, nodes)
                 status.diagnosis = found or status.diagnosis
             files = {job.rec["nodes"]: json_text(nodes), job.rec["actors"]: actors,
@@ -132,11 +131,11 @@ def note_outage(status, job_started_ms, head_started_ms, last_seen_ms, seen_by):
     record's last write), so `seconds` is the longest the head can have been away."""
     if not (head_started_ms and job_started_ms and head_started_ms > job_started_ms):
         return False
-    if any(o.get("to") == head_started_ms for o in status.outages):
+    if any(o.to == head_started_ms for o in status.outages):
         return False
     seen = min(max(last_seen_ms or status.updated_at or job_started_ms, job_started_ms), head_started_ms)
-    status.outages.append({"from": seen, "to": head_started_ms, "seconds": round((head_started_ms - seen) / 1000, 1),
-                           "seen_by": seen_by})
+    status.outages.append(Outage(from_=seen, to=head_started_ms, seconds=round((head_started_ms - seen) / 1000, 1),
+                                 seen_by=seen_by))
     return True
 
 

@@ -15,6 +15,7 @@ times, sizes and step times status.json's `progress` holds. One out of bounds re
 import statistics
 
 from ansible.module_utils.base import conventions, files
+from ansible.module_utils.jobs.status import Progress, Stall
 from ansible.module_utils.verl import metrics as vm
 
 # Seconds per step kept for the median (the most recent ones).
@@ -55,37 +56,36 @@ def _seconds(value):
 
 def track(status, log, now):
     """Fold what this look at the job saw (its driver log at `now`, ms) into status.progress."""
-    old = dict(status.progress or {})
+    old = status.progress
     step, size = last_step(log), files.bounded_int(getattr(log, "size", None))
     size = len(log or "") if size is None else size
-    recent = [s for s in _list(old.get("step_s")) if _seconds(s) is not None][-RECENT_STEPS:]
-    seen, seen_at = files.bounded_step(old.get("step")), _ms(old.get("step_at"))
+    recent = [s for s in _list(old.step_s) if _seconds(s) is not None][-RECENT_STEPS:]
+    seen, seen_at = files.bounded_step(old.step), _ms(old.step_at)
     if step is not None and (seen is None or step != seen):
         if seen is not None and seen_at is not None and step > seen:
             recent = (recent + [round((now - seen_at) / 1000 / (step - seen), 3)])[-RECENT_STEPS:]
         seen, seen_at = step, now
-    grown = size != old.get("log_bytes")
-    status.progress = {"step": seen, "step_at": now if seen_at is None else seen_at, "log_bytes": size,
-                       "log_at": old["log_at"] if not grown and _ms(old.get("log_at")) is not None else now,
-                       "step_s": recent}
+    grown = size != old.log_bytes
+    status.progress = Progress(step=seen, step_at=now if seen_at is None else seen_at, log_bytes=size,
+                               log_at=old.log_at if not grown and _ms(old.log_at) is not None else now, step_s=recent)
     return status.progress
 
 
 def limit_s(status):
     """The job's stall_s: its spec's, else from its own step times (never below the floor)."""
-    explicit = files.bounded_int((status.timeouts or {}).get("stall_s"), files.MS_MAX, low=1)
+    explicit = files.bounded_int(status.timeouts.stall_s, files.MS_MAX, low=1)
     if explicit is not None:
         return explicit
-    recent = [s for s in _list((status.progress or {}).get("step_s")) if _seconds(s) is not None]
+    recent = [s for s in _list(status.progress.step_s) if _seconds(s) is not None]
     median = statistics.median(recent) if recent else 0
     return max(conventions.STALL_FLOOR_S, round(conventions.STALL_FACTOR * median))
 
 
 def idle_s(status, now):
     """(seconds without progress, what did not move): the step, or the log for a job without steps."""
-    progress = status.progress or {}
-    what = "step" if progress.get("step") is not None else "log line"
-    since = _ms(progress.get("step_at" if what == "step" else "log_at"))
+    progress = status.progress
+    what = "step" if progress.step is not None else "log line"
+    since = _ms(progress.step_at if what == "step" else progress.log_at)
     return (now - (now if since is None else since)) / 1000, what
 
 
@@ -99,9 +99,9 @@ def idle_note(status, now):
 
 def action(status):
     """What a hang does: stop (on_stall stop, or retries.on hung, which needs the job stopped) or report."""
-    if "hung" in ((status.retries or {}).get("on") or []) and ((status.retries or {}).get("max") or 0) > 0:
+    if "hung" in (status.retries.on or ()) and (status.retries.max or 0) > 0:
         return "stop"
-    return (status.timeouts or {}).get("on_stall") or "report"
+    return status.timeouts.on_stall or "report"
 
 
 def hung(status, now):
@@ -110,16 +110,15 @@ def hung(status, now):
     limit = limit_s(status)
     if idle <= limit:
         return None
-    progress = status.progress or {}
-    since = progress.get("step_at") if what == "step" else progress.get("log_at")
-    if (status.stall or {}).get("since") == since:
+    since = status.progress.step_at if what == "step" else status.progress.log_at
+    if status.stall.since == since:
         return None  # this stall is already recorded (and its stacks taken)
-    return {"since": since, "detected_at": now, "limit_s": limit, "step": progress.get("step"),
-            "idle_s": round(idle), "what": what, "action": action(status)}
+    return Stall(since=since, detected_at=now, limit_s=limit, step=status.progress.step, idle_s=round(idle), what=what,
+                 action=action(status))
 
 
 def evidence(status):
     """The diagnosis evidence of a job stopped as hung: where its stacks are and what they show."""
-    stall = status.stall or {}
-    return {"file": stall.get("stacks") or "status.json",
-            "line": stall.get("summary") or f"no new {stall.get('what', 'step')} for {stall.get('idle_s')} s"}
+    stall = status.stall
+    return {"file": stall.stacks or "status.json",
+            "line": stall.summary or f"no new {stall.what or 'step'} for {stall.idle_s} s"}

@@ -15,12 +15,12 @@ import os
 import stat
 import time
 
-from ansible.module_utils.base import conventions, files
+from ansible.module_utils.base import conventions, files, model
 from ansible.module_utils.base.conventions import RECORD_LAYOUT as LAYOUT
 from ansible.module_utils.base.conventions import record_paths as paths
 from ansible.module_utils.base.files import UnsafeFile, json_text, read_json, read_small, write_json  # noqa: F401
 from ansible.module_utils.jobs import open_index
-from ansible.module_utils.jobs.status import JobStatus, Merge, RecordError
+from ansible.module_utils.jobs.status import JobStatus, Merge, Preflight, RecordError
 
 LOCK_FILE = ".submit.lock"
 STATUS_LOCK_FILE = ".status.lock"  # held only while status.json is read, merged and written
@@ -32,9 +32,7 @@ LOST = "status.json is lost"
 # The most read of a record's status.json, spec or preflight.json (bytes): more is not the module's.
 STATUS_CAP = 1 << 20
 PREFLIGHT_CAP = 64 << 10
-# preflight.json's fields (roles/code_snapshot/files/job_preflight.py) that go into status.json, and their cap.
-PREFLIGHT_FIELDS = {"code_path": str, "verl_file": str, "verl_version": str, "code_id": str, "code_digest": str,
-                    "marker_file": str, "ok": bool}
+# The cap of each text of preflight.json (roles/code_snapshot/files/job_preflight.py) that goes into status.json.
 PREFLIGHT_TEXT_CAP = 1024
 
 
@@ -294,15 +292,19 @@ class Record:
         return reason if reason in conventions.OWN_STOP_REASONS else None
 
     def preflight(self, redact):
-        """What status.json keeps of the job-written preflight.json: its known fields of the right type (texts cut
-        to PREFLIGHT_TEXT_CAP), redacted; None when there is none or it cannot be used (UnsafeFile, too large)."""
+        """What status.json keeps of the job-written preflight.json: the fields status.json's preflight declares, each
+        one of the right kind (texts cut to PREFLIGHT_TEXT_CAP), redacted; an empty Preflight when there is none or it
+        cannot be used (UnsafeFile, too large)."""
         found = read_json(self.path["preflight"], base=self.dir, limit=PREFLIGHT_CAP)
-        if not isinstance(found, dict):
-            return None
-        kept = {key: value[:PREFLIGHT_TEXT_CAP] if isinstance(value, str) else value
-                for key, value in found.items()
-                if key in PREFLIGHT_FIELDS and isinstance(value, PREFLIGHT_FIELDS[key])}
-        return redact(kept)
+        found = found if isinstance(found, dict) else {}
+        kept = {}
+        for f in Preflight.FIELD.fields:
+            value = found.get(f.name)
+            value = value[:PREFLIGHT_TEXT_CAP] if isinstance(value, str) else value
+            with contextlib.suppress(model.FieldError):  # a value of another kind is left out
+                if value is not None:
+                    kept[f.name] = model.check(f, value, allow_nul=True)
+        return Preflight.of(redact(kept) if kept else None)
 
     def link_attempt(self, sid):
         """Name attempt sid in this (first) job's status.json, under the record's locks."""

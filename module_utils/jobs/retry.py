@@ -11,14 +11,13 @@ def due(status, attempts_made=None):
     attempts linked to its first job; None when the caller counts them later). A job stopped for its own time limits,
     by a person or by Slurm is not (each attempt would get a fresh max_run_s); one stopped as hung is: a hang is a
     failure of the run, not a limit of it."""
-    policy = status.retries or {}
-    kind = (status.diagnosis or {}).get("kind")
+    policy, kind = status.retries, status.diagnosis.kind
     if status.state != "FAILED" or not status.final:
         return False, f"it is {status.state}"
-    if kind not in (policy.get("on") or []):
+    if kind not in (policy.on or ()):
         return False, f"its spec does not retry {kind or 'an unknown failure'}"
     if status.reason in conventions.OWN_STOP_REASONS and status.reason != conventions.HUNG_REASON:
         return False, f"it was stopped ({status.reason})"
-    if attempts_made is not None and attempts_made >= (policy.get("max") or 0):
-        return False, f"its {policy.get('max') or 0} retries are spent"
-    return True, f"attempt {(attempts_made or 0) + 1} of {policy.get('max')}"
+    if attempts_made is not None and attempts_made >= (policy.max or 0):
+        return False, f"its {policy.max or 0} retries are spent"
+    return True, f"attempt {(attempts_made or 0) + 1} of {policy.max}"

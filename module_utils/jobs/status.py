@@ -6,7 +6,10 @@ value: a record is data anyone who can write the share may have shaped). Like Ra
 (dashboard/modules/job/common.py), the states say which are terminal, and a final record is never written over.
 FIELDS is a table in the project's one model language (module_utils/base/model.py, the JobSpec's too): it checks
 every status read and published, and the JSON Schema beside jobspec.schema.json (job_status.schema.json) is derived
-from it. Standard library only: the module on the head imports it.
+from it. Its objects are typed from the same table (model.part_class: Timeouts, Retries, Progress, Stall, Outage, ...):
+readers write status.timeouts.stall_s; a part status.json lacks (or holds null) reads as an empty part, falsy, and
+is written as null again. Steps and times in ms are bounded by base/files.py's STEP_MAX and MS_MAX, as every reader
+of a job's files bounds them. Standard library only: the module on the head imports it.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import dataclasses
 import enum
 import functools
 
-from ansible.module_utils.base import conventions, model
+from ansible.module_utils.base import conventions, files, model
 from ansible.module_utils.base.files import RecordError  # its home is files.py; status.RecordError stays
 from ansible.module_utils.base.ray_cluster import TERMINAL_JOB_STATES
 
@@ -50,6 +53,9 @@ class Merge(enum.Enum):
 # the keys it does not know (a newer version's).
 F = functools.partial(model.Field, nullable=True, open=True)
 _TEXT = model.Field("", "str")
+# The bounds of a step and of a time in ms (ms since the epoch), as base/files.py's bounded_* read them.
+STEP = {"minimum": 0, "maximum": files.STEP_MAX}
+MS = {"minimum": 0, "maximum": files.MS_MAX}
 
 
 _DIAGNOSIS = (F("kind", "str", "The failure's kind (module_utils/verl/diagnosis.py KINDS, or unknown).", nullable=False,
@@ -82,8 +88,8 @@ FIELDS = (
     F("retries", "object", "The spec's retry policy.", fields=(
         F("max", "int", "Attempts after the first."),
         F("on", "list", "Diagnosis kinds that are retried.", item=_TEXT))),
-    F("submitted_at", "int", "When ray_job submitted the job (ms since the epoch)."),
-    F("updated_at", "int", "When status.json was last written (ms)."),
+    F("submitted_at", "int", "When ray_job submitted the job (ms since the epoch).", **MS),
+    F("updated_at", "int", "When status.json was last written (ms).", **MS),
     F("phases", "object", "Seconds spent in each phase.", fields=(
         F("submit_s", "number", "Submitting."), F("pending_s", "number", "Waiting for resources."),
         F("running_s", "number", "Running."), F("total_s", "number", "From submit to end."))),
@@ -94,11 +100,11 @@ FIELDS = (
     F("driver_node_id", "str", "The node the driver ran on."),
     F("driver_node_ip", "str", "Its address."),
     F("driver_on_worker", "bool", "The driver ran on a worker, not the head."),
-    F("start_time", "int", "When Ray started the job (ms)."),
-    F("end_time", "int", "When it ended (ms)."),
+    F("start_time", "int", "When Ray started the job (ms).", **MS),
+    F("end_time", "int", "When it ended (ms).", **MS),
     F("last_step", "str", ("The newest step as a person reads it: step N of M, loss, reward, pace and time left, from "
                            "verl's metrics.jsonl (a job that is not verl: its last console step line).")),
-    F("steps", "int", "The last step with a loss."),
+    F("steps", "int", "The last step with a loss.", **STEP),
     F("first_loss", "number", "The first step's loss."),
     F("last_loss", "number", "The last step's loss."),
     F("ended_short", "str", ("Why a job that SUCCEEDED may not be done: it stopped before the step its spec asked for "
@@ -112,30 +118,32 @@ FIELDS = (
         F("ok", "bool", "verl came from the chosen code path."))),
     F("diagnosis", "object", "Why the job failed (module_utils/verl/diagnosis.py).", fields=_DIAGNOSIS),
     F("last_state", "str", "The state before a restarted head forgot the job.", choices=tuple(STATES)),
-    F("head_started_at", "int", "When the restarted head started (ms)."),
+    F("head_started_at", "int", "When the restarted head started (ms).", **MS),
     F("attempts", "list", "The first job's resuming attempts' ids, oldest first.", nullable=False, default=[],
       item=_TEXT),
     F("attempt_of", "str", "An attempt's first job."),
     F("attempt", "int", "An attempt's number (1 for <first>-r1)."),
     F("resumed_from", "object", "The checkpoint an attempt resumed from.", fields=(
         F("root", "str", "The first job."), F("submission_id", "str", "The job resumed."),
-        F("path", "str", "The checkpoint (null: none, started over)."), F("step", "int", "Its step."),
+        F("path", "str", "The checkpoint (null: none, started over)."), F("step", "int", "Its step.", **STEP),
         F("skipped", "list", "Each newer checkpoint skipped, and why.", item=_TEXT))),
     F("progress", "object", "The last step seen and when it moved, the log's size and when it grew (hang detection).",
-      fields=(F("step", "int", "The newest verl step."), F("step_at", "int", "When it moved (ms)."),
-              F("log_bytes", "int", "The driver log's size."), F("log_at", "int", "When it grew (ms)."),
+      fields=(F("step", "int", "The newest verl step.", **STEP), F("step_at", "int", "When it moved (ms).", **MS),
+              F("log_bytes", "int", "The driver log's size.", minimum=0, maximum=files.COUNT_MAX),
+              F("log_at", "int", "When it grew (ms).", **MS),
               F("step_s", "list", "Recent seconds per step.", item=model.Field("", "number")))),
     F("stall", "object", "The hang found, the stacks taken (debug/stacks/...) and what they show.", fields=(
-        F("since", "int", "Since when nothing moved (ms)."), F("detected_at", "int", "When the hang was found (ms)."),
-        F("limit_s", "int", "The stall limit."), F("step", "int", "The step it hung at."),
+        F("since", "int", "Since when nothing moved (ms).", **MS),
+        F("detected_at", "int", "When the hang was found (ms).", **MS),
+        F("limit_s", "int", "The stall limit."), F("step", "int", "The step it hung at.", **STEP),
         F("idle_s", "int", "Seconds without progress."), F("what", "str", "What did not move (step, log line)."),
         F("action", "str", "report or stop."), F("stacks", "str", "Where the stacks are."),
         F("summary", "str", "What they show."))),
     F("outages", "list", "Each time the job lived through its head going away (a head with a GCS store).",
-      nullable=False, default=[], item=model.Field("", "object", open=True, fields=(
+      nullable=False, default=[], item=model.Field("outage", "object", open=True, fields=(
           model.Field("from", "int", "The last time the job was seen through the old head (ms): the head died after "
-                      "it.", required=True),
-          model.Field("to", "int", "When the head that came back started (ms).", required=True),
+                      "it.", required=True, **MS),
+          model.Field("to", "int", "When the head that came back started (ms).", required=True, **MS),
           model.Field("seconds", "number", "to - from: the longest the head can have been away.", required=True),
           model.Field("seen_by", "str", "Who saw it: wait (a follower), reconcile (up.yml) or finalize.",
                       required=True)))),
@@ -144,6 +152,16 @@ _BY_NAME = {f.name: f for f in FIELDS}
 # What even a hand-made status.json must hold (submission_id, state); the other fields default (final false, attempts
 # []) or are null.
 REQUIRED = tuple(f.name for f in FIELDS if f.required)
+# The typed parts (model.part_class), made from FIELDS: attributes are the sub-fields (an outage's `from` is from_).
+Timeouts = model.part_class(_BY_NAME["timeouts"])
+Retries = model.part_class(_BY_NAME["retries"])
+Phases = model.part_class(_BY_NAME["phases"])
+Preflight = model.part_class(_BY_NAME["preflight"])
+Diagnosis = model.part_class(_BY_NAME["diagnosis"])
+ResumedFrom = model.part_class(_BY_NAME["resumed_from"])
+Progress = model.part_class(_BY_NAME["progress"])
+Stall = model.part_class(_BY_NAME["stall"])
+Outage = model.part_class(_BY_NAME["outages"].item)
 
 
 def _named(path):
@@ -153,8 +171,12 @@ def _named(path):
 
 
 @dataclasses.dataclass
-class JobStatus:
-    """A job record's status.json. Field meanings: FIELDS; `extra` keeps keys this version does not know."""
+class JobStatus(model.Typed):
+    """A job record's status.json. Field meanings: FIELDS; `extra` keeps keys this version does not know. Its objects
+    are always typed parts: model.Typed makes its part of a mapping given or assigned, and of None (so of each
+    object's default below) an empty one."""
+
+    TYPING = model.typed_fields(FIELDS)
 
     submission_id: str
     state: str = "PENDING"
@@ -167,11 +189,11 @@ class JobStatus:
     code_id: str | None = None
     rebuilt: str | None = None
     resumed: str | None = None
-    timeouts: dict | None = None
-    retries: dict | None = None
+    timeouts: Timeouts = None
+    retries: Retries = None
     submitted_at: int | None = None
     updated_at: int | None = None
-    phases: dict | None = None
+    phases: Phases = None
     ray_status: str | None = None
     message: str | None = None
     error_type: str | None = None
@@ -187,17 +209,17 @@ class JobStatus:
     last_loss: float | None = None
     ended_short: str | None = None
     metrics_note: str | None = None
-    preflight: dict | None = None
-    diagnosis: dict | None = None
+    preflight: Preflight = None
+    diagnosis: Diagnosis = None
     last_state: str | None = None
     head_started_at: int | None = None
     attempts: list = dataclasses.field(default_factory=list)
     attempt_of: str | None = None
     attempt: int | None = None
-    resumed_from: dict | None = None
-    progress: dict | None = None
-    stall: dict | None = None
-    outages: list = dataclasses.field(default_factory=list)
+    resumed_from: ResumedFrom = None
+    progress: Progress = None
+    stall: Stall = None
+    outages: list[Outage] = dataclasses.field(default_factory=list)
     extra: dict = dataclasses.field(default_factory=dict)
 
     @classmethod
@@ -215,8 +237,8 @@ class JobStatus:
         return cls(**known, extra={k: v for k, v in data.items() if k not in _BY_NAME})
 
     def to_dict(self):
-        """What status.json holds: every field (null when unset) and the keys kept in extra."""
-        out = {f.name: getattr(self, f.name) for f in FIELDS}
+        """What status.json holds: every field (null when unset; an empty part too) and the keys kept in extra."""
+        out = {f.name: model.plain(getattr(self, f.name)) for f in FIELDS}
         return {**self.extra, **out}
 
     def copy(self):
@@ -244,7 +266,7 @@ class JobStatus:
             return Merge.ALREADY_FINAL
         # An outage another run noted meanwhile is kept (one entry per head that came back).
         for outage in recorded.outages if recorded is not None else []:
-            if all(mine.get("to") != outage.get("to") for mine in self.outages):
+            if all(mine.to != outage.to for mine in self.outages):
                 self.outages.append(copy.deepcopy(outage))
         given = not self.reason and ((recorded.reason if recorded is not None else None)
                                      or (self.final and self.ray_status == "STOPPED" and stop_request))

@@ -76,11 +76,10 @@ def step(job, status, check_mode=False, head_started=None, last_seen_ms=None, lo
 
 def overdue(summary, status, now):
     """The reason to stop a job its own timeouts no longer allow, or None."""
-    timeouts = status.timeouts or {}
-    pending_s = timeouts.get("pending_s") or conventions.DEFAULT_PENDING_S
+    pending_s = status.timeouts.pending_s or conventions.DEFAULT_PENDING_S
     if summary["status"] == "PENDING" and status.submitted_at and now - status.submitted_at > pending_s * 1000:
         return "PENDING_TIMEOUT"
-    max_run_s = timeouts.get("max_run_s")
+    max_run_s = status.timeouts.max_run_s
     if (summary["status"] == "RUNNING" and max_run_s and summary["start_time"]
             and now - summary["start_time"] > max_run_s * 1000):
         return "DEADLINE_EXCEEDED"
@@ -133,10 +132,10 @@ def look_for_hang(job, status, info, log):
         taken = stacks.dump(job, now)
     except Exception as exc:  # noqa: BLE001 - the verdict stands without stacks; the record says why
         taken = {"dir": None, "summary": f"no stacks: {conventions.one_line(job.redact(str(exc)), 200)}"}
-    stall.update(stacks=taken.get("dir"), summary=taken.get("summary"))
+    stall.stacks, stall.summary = taken.get("dir"), taken.get("summary")
     status.stall = stall
     job.save_status(status)
-    if stall["action"] != "stop":
+    if stall.action != "stop":
         return None
     info = stop_for(job, status, conventions.HUNG_REASON)
     return evidence.finalize(job, info, status) if jc.is_terminal(info) else None

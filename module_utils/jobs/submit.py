@@ -126,7 +126,7 @@ def submit_locked(job, spec, config, info, entrypoint, runtime_env, options, sho
                      **job.result(status, evidence.final_line(job, status))) from None
     status.phases = {"submit_s": round(time.monotonic() - started, 3)}
     job.record.write_text(job.rec["submit_out"],
-                          f"submitted {returned} to {config.dashboard_url} in {status.phases['submit_s']}s\n"
+                          f"submitted {returned} to {config.dashboard_url} in {status.phases.submit_s}s\n"
                           f"entrypoint: {shown['entrypoint']}\nentrypoint options: {options}\n")
     job.save_status(status)
     return dict(job.result(status, f"{job.sid} submitted"), existed=False, **shown)

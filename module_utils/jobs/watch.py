@@ -52,7 +52,7 @@ def watch(module, config):
         if verb == "finalized":
             result["finalized"].append(sid)
             result["ended"][sid] = status.state + (f" ({status.reason})" if status.reason else "") + (
-                f": {status.diagnosis['kind']}" if status.diagnosis else "")
+                f": {status.diagnosis.kind}" if status.diagnosis else "")
             if retry.due(status)[0]:
                 result["retry"].append(sid)
         elif verb == "unreadable":
@@ -60,8 +60,8 @@ def watch(module, config):
         else:
             result["open"].append(sid)
             if status.stall and not status.final:
-                result["hung"].append({"submission_id": sid, "summary": status.stall.get("summary"),
-                                       "since": status.stall.get("since")})
+                result["hung"].append({"submission_id": sid, "summary": status.stall.summary,
+                                       "since": status.stall.since})
     result["msg"] = (f"{len(open_ids)} open record(s): {len(result['finalized'])} finalised, "
                      f"{len(result['hung'])} hung, {len(result['retry'])} to retry, "
                      f"{len(result['unreadable'])} unreadable, {len(result['open'])} still open")

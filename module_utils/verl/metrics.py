@@ -2,8 +2,8 @@
 
 A verl job (workload sft, ppo or grpo) runs with verl's `file` logger writing the record's metrics.jsonl
 (VERL_FILE_LOGGER_PATH, set by jobspec_render): one JSON object a step, {"step": N, "data": {key: value}}, every
-key verl logged with its exact value. read_jsonl turns that file into one row a step: the values (`metrics`) plus the
-few that people compare across workloads under one name each (SUMMARY_KEYS): SFT's train/loss and PPO's
+key verl logged with its exact value. read_metrics turns that file into one row a step: the values (`metrics`) plus
+the few that people compare across workloads under one name each (SUMMARY_KEYS): SFT's train/loss and PPO's
 actor/pg_loss are both `loss`, and so on. The regression report, its gates and trend, and a job's progress
 (module_utils/jobs/progress.py) read these rows.
 
@@ -11,7 +11,7 @@ The console parse stays for one case: a job that is not verl (workload command, 
 `step:N - key:value` lines, whose progress a follower and the hang detector still see (fold). A verl job's console
 lines are for people reading driver.log.
 
-A job's files are untrusted data: a line of the file logger is looked at only up to LINE_CAP bytes, keys are short
+A job's files are untrusted data: a line of the file logger over JSONL_LINE_CAP bytes is no row, keys are short
 printable names, a step an int in 0..files.STEP_MAX and a value a number within ±files.VALUE_MAX (files.loads_bounded
 reads the line: a 400-digit number is out of range, never an OverflowError); a line holding a number out of range
 keeps its other values and is counted. Every console pattern runs in time linear in the line. read_metrics, the

@@ -160,18 +160,18 @@ def test_a_followed_job_reads_around_huge_numbers_and_notes_them(job):
     job.write_metrics("".join(text + "\n" for text in ODD_FILE[:3]).encode())
     log = driver_log.refresh_log(job)
     hang.track(status, log, 1_000)
-    assert log.metrics["last_step"] == 2 and status.progress["step"] == 2
+    assert log.metrics["last_step"] == 2 and status.progress.step == 2
     job.write_metrics("".join(text + "\n" for text in ODD_FILE[3:]).encode())
     log = driver_log.refresh_log(job, final=True)
     hang.track(status, log, 61_000)
-    assert status.progress["step"] == 4 and status.progress["step_s"] == [30.0]
+    assert status.progress.step == 4 and status.progress.step_s == [30.0]
     assert (log.metrics["bad_lines"], log.metrics["bad_values"], log.metrics["last_loss"]) == (2, 3, [4, 1.0])
     evidence.took_steps(job, status, log, {"workload": "grpo", "total_training_steps": 10})
     assert status.steps == 4 and status.last_step.startswith("step 4 of 10, loss 1")
     assert status.metrics_note == ("metrics.jsonl: 2 line(s) are not verl's rows; 3 line(s) hold a number out of "
                                    "range (NaN, infinite or beyond ±1e+40), left out")
     JobStatus.from_dict(status.to_dict())  # what is kept is what the record's model takes
-    assert hang.hung(status, 200_000)["step"] == 4
+    assert hang.hung(status, 200_000).step == 4
 
 
 @pytest.mark.parametrize("odd", [int(HUGE), -1, files.STEP_MAX + 1, 1.5, math.nan, True])
@@ -211,12 +211,13 @@ def test_hang_takes_no_number_out_of_range_from_status_progress():
     status = running()
     status.progress = {"step": int(HUGE), "step_at": int(HUGE), "log_bytes": int(HUGE), "log_at": -int(HUGE),
                        "step_s": [int(HUGE), math.nan, math.inf, 1e41, 10.0, "x"]}
-    status.timeouts["stall_s"] = int(HUGE)
+    status.timeouts.stall_s = int(HUGE)
     assert hang.limit_s(status) == 900  # no stall_s in range: 10 times the median of [10.0], at least the floor
     assert hang.idle_s(status, 5_000) == (0.0, "step")
     hang.track(status, "step:3 - train/loss:1.0\n", 5_000)
-    assert status.progress == {"step": 3, "step_at": 5_000, "log_bytes": 24, "log_at": 5_000, "step_s": [10.0]}
-    assert hang.hung(status, 5_000 + 901_000)["step"] == 3
+    assert status.progress.to_dict() == {"step": 3, "step_at": 5_000, "log_bytes": 24, "log_at": 5_000,
+                                         "step_s": [10.0]}
+    assert hang.hung(status, 5_000 + 901_000).step == 3
     log = driver_log.log_text("", vm.new_state(), metrics={**progress.new_state(), "last_step": int(HUGE)})
     assert hang.last_step(log) is None
 

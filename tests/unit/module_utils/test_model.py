@@ -35,7 +35,7 @@ def test_a_field_of_an_unknown_kind_is_refused_where_it_is_declared():
 def test_a_number_too_big_for_the_module_s_arithmetic_is_refused_by_both_models():
     with pytest.raises(JobSpecError, match=r"^jobspec field 'save_freq': must be a positive integer, finite and within"):
         resolve({"workload": "smoke", "save_freq": HUGE}, name="j", ray_config=RC)
-    with pytest.raises(RecordError, match=r"^status.json: field 'progress': field 'step' must be an integer or null, fin"):
+    with pytest.raises(RecordError, match=r"^status.json: field 'progress': field 'step' must be a non-negative integer up to 10{12} or null, fin"):
         JobStatus.from_dict({"submission_id": "a-1", "state": "RUNNING", "progress": {"step": HUGE}})
     nan = float("nan")
     with pytest.raises(RecordError, match="'first_loss'"):
@@ -107,3 +107,42 @@ def test_the_schema_generator_agrees_with_the_walk(field, good, bad):
 def test_a_derived_default_is_said_in_the_schema():
     schema = model.schema_of(model.Field("x", "str", "The thing.", derived="<a>/b"))
     assert schema["description"] == "The thing. Default: <a>/b."
+
+
+# Typed parts: a dataclass made from an object Field, its attributes its sub-fields.
+NESTED = model.Field("resumed_from", "object", open=True, nullable=True, fields=(
+    model.Field("from", "int", nullable=True), model.Field("path", "str", nullable=True),
+    model.Field("skipped", "list", nullable=True, default=[], item=model.Field("", "str")),
+    model.Field("evidence", "object", nullable=True, fields=(model.Field("line", "str", nullable=True),))))
+
+
+def test_a_part_is_a_dataclass_of_its_fields_sub_fields_made_once():
+    part = model.part_class(NESTED)
+    assert part is model.part_class(NESTED) and part.__name__ == "ResumedFrom" and part.FIELD is NESTED
+    # A keyword names its attribute with a trailing underscore; the rest are the sub-fields' names, in order.
+    assert [f.name for f in dataclasses.fields(part)] == ["from_", "path", "skipped", "evidence", "extra"]
+    made = part.of({"from": 3, "evidence": {"line": "l"}, "newer": {"kept": 1}})
+    assert (made.from_, made.path, made.evidence.line, made.extra) == (3, None, "l", {"newer": {"kept": 1}})
+    assert made.to_dict() == {"newer": {"kept": 1}, "from": 3, "evidence": {"line": "l"}}  # as it was given
+
+
+def test_a_part_absent_or_null_reads_as_an_empty_part_and_is_written_as_it_was_read():
+    part = model.part_class(NESTED)
+    empty = part.of(None)
+    assert not empty and empty.from_ is None and empty.skipped == [] and empty.evidence.line is None
+    assert empty.to_dict() is None and not empty.evidence and empty.evidence.to_dict() is None
+    assert part.of({}).to_dict() == {} and not part.of({})
+    given = {"from": None, "evidence": None}
+    assert part.of(given) and part.of(given).to_dict() == given  # a null given stays, an absent one stays absent
+    empty.path = "/c"  # set since: written
+    assert empty and empty.to_dict() == {"path": "/c"}
+    assert part(from_=1).to_dict() == {"from": 1, "path": None, "skipped": [], "evidence": None}
+
+
+def test_a_mapping_or_none_assigned_to_a_part_becomes_one():
+    part = model.part_class(NESTED)
+    made = part.of({"evidence": {"line": "a"}})
+    made.evidence = {"line": "b"}
+    assert isinstance(made.evidence, model.Part) and made.evidence.line == "b"
+    made.evidence = None
+    assert isinstance(made.evidence, model.Part) and not made.evidence and made.to_dict() == {"evidence": None}

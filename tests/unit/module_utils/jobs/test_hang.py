@@ -24,8 +24,8 @@ def test_steps_and_their_times_are_tracked():
     hang.track(status, log(1, 2, 3), 20_000)  # two steps in 20 s
     hang.track(status, log(1, 2, 3), 40_000)  # no new step: its time is kept
     progress = status.progress
-    assert progress["step"] == 3 and progress["step_at"] == 20_000 and progress["step_s"] == [10.0]
-    assert progress["log_at"] == 20_000 and progress["log_bytes"] == len(log(1, 2, 3))
+    assert progress.step == 3 and progress.step_at == 20_000 and progress.step_s == [10.0]
+    assert progress.log_at == 20_000 and progress.log_bytes == len(log(1, 2, 3))
 
 
 def test_the_limit_is_the_specs_or_ten_median_steps_with_a_floor():
@@ -50,11 +50,11 @@ def test_a_job_whose_step_stopped_moving_is_hung_once_per_stall():
     hang.track(status, log(1, 2), 50_000)
     assert hang.hung(status, 50_000) is None
     stall = hang.hung(status, 61_000)
-    assert stall["since"] == 0 and stall["step"] == 2 and stall["what"] == "step" and stall["action"] == "report"
+    assert stall.since == 0 and stall.step == 2 and stall.what == "step" and stall.action == "report"
     status.stall = stall
     assert hang.hung(status, 120_000) is None  # the same stall: its stacks are taken once
     hang.track(status, log(1, 2, 3), 130_000)  # it moved: a later stall is a new one
-    assert hang.hung(status, 200_000)["since"] == 130_000
+    assert hang.hung(status, 200_000).since == 130_000
 
 
 def with_metrics(text, last_step):
@@ -71,7 +71,7 @@ def test_a_verl_jobs_step_is_its_metrics_step_before_its_consoles():
     status = running(stall_s=60)
     hang.track(status, with_metrics(log(1), 1), 0)
     hang.track(status, with_metrics(log(1), 2), 50_000)  # verl logged step 2; the console is buffered
-    assert status.progress["step"] == 2 and hang.hung(status, 100_000) is None
+    assert status.progress.step == 2 and hang.hung(status, 100_000) is None
 
 
 def test_a_job_without_steps_is_judged_by_its_log_growing():
@@ -79,7 +79,7 @@ def test_a_job_without_steps_is_judged_by_its_log_growing():
     hang.track(status, "loading the model\n", 0)
     hang.track(status, "loading the model\nstill loading\n", 50_000)
     assert hang.hung(status, 100_000) is None
-    assert hang.hung(status, 111_000)["what"] == "log line"
+    assert hang.hung(status, 111_000).what == "log line"
 
 
 @pytest.mark.parametrize("on_stall, retries, expected", [

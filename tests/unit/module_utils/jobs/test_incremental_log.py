@@ -224,7 +224,7 @@ def test_progress_is_tracked_from_the_parse(job):
     status = JobStatus("j-1", state="RUNNING", timeouts={"pending_s": 600}, retries={"max": 0, "on": []})
     job.client.text = step(1) + step(2)
     hang.track(status, dl.refresh_log(job), 0)
-    assert status.progress["step"] == 2 and status.progress["log_bytes"] == len(job.client.text)
+    assert status.progress.step == 2 and status.progress.log_bytes == len(job.client.text)
 
 
 def test_each_look_carries_the_new_lines_of_verls_metrics(job):

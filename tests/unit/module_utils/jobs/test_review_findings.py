@@ -139,7 +139,7 @@ def test_a_look_without_ray_keeps_the_logs_size_for_hang_tracking(job):
     again = dl.refresh_log(job)
     hang.track(status, again, 3_600_000)
     assert again.size == first.size  # fails: 1,048,576 (SHOWN) against 1,440,000
-    assert status.progress["log_at"] == 1_000  # fails: the log "grew", an hour of silence is forgotten
+    assert status.progress.log_at == 1_000  # fails: the log "grew", an hour of silence is forgotten
 
 
 # 6. open_index: the one-time scan indexes only records with a trusted, open status.json.

@@ -3,9 +3,12 @@
 import dataclasses
 import json
 import os
+import re
 
 import pytest
+from ansible.module_utils.base import files, model
 from ansible.module_utils.jobs import record as jr
+from ansible.module_utils.jobs import status as js
 from ansible.module_utils.jobs.status import FIELDS, STATES, TERMINAL, JobStatus, Merge, RecordError, json_schema
 
 from plugin_utils import PROJECT_ROOT
@@ -34,6 +37,10 @@ def test_every_field_round_trips_and_unknown_keys_are_kept():
     ({"submission_id": "a-1", "state": "RUNNING", "diagnosis": {"hint": "x"}}, "kind"),
     ({"submission_id": "../x", "state": "RUNNING"}, "submission_id"),
     ({"submission_id": "a-1", "state": "RUNNING", "message": 7}, "message"),
+    ({"submission_id": "a-1", "state": "RUNNING", "progress": {"step": files.STEP_MAX + 1}}, "step"),
+    ({"submission_id": "a-1", "state": "RUNNING", "submitted_at": -1}, "submitted_at"),
+    ({"submission_id": "a-1", "state": "RUNNING", "outages": [{"from": files.MS_MAX + 1, "to": 1, "seconds": 0,
+                                                                "seen_by": "wait"}]}, "from"),
 ])
 def test_a_field_of_the_wrong_type_is_one_line_naming_the_file_and_field(data, field):
     with pytest.raises(RecordError) as exc:
@@ -86,7 +93,7 @@ def test_an_untrusted_status_json_is_rebuilt_and_kept_beside_the_new_one(tmp_pat
     record = jr.Record(str(out), "x-1")
     status = record.status()
     assert status.state == "UNKNOWN" and status.rebuilt.startswith("status.json is untrusted (")
-    assert status.spec == "sft" and status.timeouts["pending_s"] == 600  # a bad value in the spec is not used
+    assert status.spec == "sft" and status.timeouts.pending_s == 600  # a bad value in the spec is not used
     status.state = "RUNNING"
     assert record.save_status(status) is Merge.WRITE
     [kept] = out.glob("status.json.untrusted-*")
@@ -146,4 +153,59 @@ def test_an_outage_another_run_noted_meanwhile_is_kept():
         {"from": 2, "to": 5, "seconds": 0.003, "seen_by": "reconcile"},
         {"from": 7, "to": 9, "seconds": 0.002, "seen_by": "reconcile"}])
     assert mine.merge(theirs) is Merge.WRITE
-    assert [(o["to"], o["seen_by"]) for o in mine.outages] == [(5, "wait"), (9, "reconcile")]
+    assert [(o.to, o.seen_by) for o in mine.outages] == [(5, "wait"), (9, "reconcile")]
+
+
+def test_every_object_of_status_json_is_a_typed_part_made_from_its_field():
+    blank = JobStatus("a-1")
+    objects = [f for f in FIELDS if f.kind == "object"]
+    assert {"timeouts", "retries", "phases", "preflight", "diagnosis", "resumed_from", "progress", "stall"} == {
+        f.name for f in objects}
+    for f in objects:
+        part = getattr(blank, f.name)
+        assert type(part) is model.part_class(f) and part.FIELD is f and not part and blank.to_dict()[f.name] is None
+    outages = next(f for f in FIELDS if f.name == "outages")
+    assert js.Outage is model.part_class(outages.item) and js.Stall.FIELD is next(f for f in objects
+                                                                                 if f.name == "stall")
+    read = JobStatus.from_dict({"submission_id": "a-1", "state": "RUNNING", "outages": [
+        {"from": 1, "to": 2, "seconds": 0.001, "seen_by": "wait"}], "diagnosis": {"kind": "hung", "evidence": {
+            "file": "f", "line": "l"}}, "retries": {"max": 1, "on": ["hung"]}})
+    assert read.outages[0].from_ == 1 and read.diagnosis.evidence.line == "l" and read.retries.on == ["hung"]
+    read.stall = {"since": 5}  # a mapping assigned is typed too
+    assert read.stall.since == 5 and read.to_dict()["stall"] == {"since": 5}
+
+
+def test_a_status_json_written_before_parts_were_typed_is_written_back_the_same():
+    # Parts as the earlier writers left them: some sub-fields only, nulls given, an empty object, a newer key.
+    on_disk = {"submission_id": "a-1", "state": "FAILED", "final": True, "future": {"x": [1]},
+               "timeouts": {"pending_s": 600, "max_run_s": None}, "retries": {"max": 1, "on": []},
+               "phases": {"submit_s": None, "total_s": 4.0}, "preflight": {"ok": True, "code_id": "c"},
+               "diagnosis": {"kind": "unknown", "evidence": None, "hint": "h"}, "resumed_from": {},
+               "progress": {"step": None, "step_at": 1, "log_bytes": 0, "log_at": 1, "step_s": [], "newer": 1},
+               "stall": None, "outages": [{"from": 1, "to": 2, "seconds": 0.001, "seen_by": "wait", "by": "x"}]}
+    written = JobStatus.from_dict(json.loads(json.dumps(on_disk))).to_dict()
+    assert {k: v for k, v in written.items() if k in on_disk} == on_disk
+    assert all(written[f.name] in (None, False, []) for f in FIELDS if f.name not in on_disk)
+
+
+def test_steps_and_times_in_ms_are_bounded_as_the_readers_of_a_jobs_files_bound_them():
+    for path, f in model.walk(FIELDS):
+        if f.kind == "int" and "(ms" in f.doc:
+            assert (f.minimum, f.maximum) == (0, files.MS_MAX), path
+        elif f.kind == "int" and f.name in ("step", "steps"):
+            assert (f.minimum, f.maximum) == (0, files.STEP_MAX), path
+    outage = next(f for f in FIELDS if f.name == "outages").item
+    assert all((f.minimum, f.maximum) == (0, files.MS_MAX) for f in outage.fields if f.name in ("from", "to"))
+
+
+def test_no_reader_takes_a_part_of_status_json_as_a_mapping():
+    parts = "|".join(f.name for f in FIELDS if f.kind == "object")
+    pattern = re.compile(rf"\.({parts})\s+or\s+\{{\}}|\.({parts})(\.get\(|\[\")")
+    found = []
+    for folder in ("module_utils", "action_plugins", "library", "plugin_utils", "scripts"):
+        for root, _, names in os.walk(os.path.join(PROJECT_ROOT, folder)):
+            for name in names:
+                if name.endswith(".py"):
+                    with open(os.path.join(root, name), encoding="utf-8") as handle:
+                        found += [f"{name}:{n}" for n, line in enumerate(handle, 1) if pattern.search(line)]
+    assert found == []
