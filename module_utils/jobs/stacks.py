@@ -57,9 +57,8 @@ def profiling_off(job):
 def _get(job, path, timeout, limit):
     """(HTTP status, text cut at limit bytes) of GET <dashboard><path> with the token; OSError when unanswered."""
     request = urllib.request.Request(job.client.url.rstrip("/") + path, headers=rc.auth_headers(job.client.token))
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
-        with opener.open(request, timeout=timeout) as response:
+        with rc.dashboard_opener().open(request, timeout=timeout) as response:
             return response.status, _read(response, limit)
     except urllib.error.HTTPError as exc:
         with exc:
