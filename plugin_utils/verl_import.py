@@ -116,8 +116,10 @@ class _Import:
         self.lines.append(f"line {line}: {conventions.one_line(text, 300)}")
 
     def leave(self, kind, source, key, value, line, why):
-        """Written into the spec as a comment at its place, with why; said in the report."""
-        self.left[kind].append((key, value, f"line {line}: {source}: {conventions.one_line(why, 200)}"))
+        """Written into the spec as a comment at its place, with why (once: the critic's model path is the actor's
+        again); said in the report."""
+        if not any(left[:2] == (key, value) for left in self.left[kind]):
+            self.left[kind].append((key, value, f"line {line}: {source}: {conventions.one_line(why, 200)}"))
         target = f"env.{key}" if kind == "env" else key
         self.say(line, f"{source} -> {target}: left for you, commented in the spec: {why}")
 

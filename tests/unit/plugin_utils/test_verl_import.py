@@ -226,6 +226,14 @@ def test_two_trainer_commands_one_chosen_or_one_line_listing_them():
             convert(text, bad)
 
 
+def test_two_keys_that_leave_one_field_the_same_value_are_one_comment():
+    imported = convert("python3 -m verl.trainer.main_ppo actor_rollout_ref.model.path=org/model "
+                       "critic.model.path=org/model")
+    assert imported.text.count('# model_path: "org/model"  # line 1: actor_rollout_ref.model.path: must be') == 1
+    assert imported.text.count("# model_path") == 1
+    assert len([line for line in imported.lines if "-> model_path: left for you" in line]) == 2
+
+
 def test_two_keys_that_set_one_field_differently_are_one_line_naming_both():
     text = "python3 -m verl.trainer.main_ppo \\\n  actor_rollout_ref.model.path=/a \\\n  critic.model.path=/b"
     with pytest.raises(ScriptError) as err:
