@@ -24,6 +24,7 @@ from ansible.module_utils.base import conventions  # isort: skip
 from ansible.module_utils.base import redaction  # isort: skip
 from ansible.module_utils.jobs import options, retry  # isort: skip
 from ansible.module_utils.jobspec.fields import ENV_NAME_RULE  # isort: skip
+from ansible.module_utils.jobspec.model import checkpoints_off  # isort: skip
 from ansible.module_utils.jobs.status import JobStatus, RecordError, ResumedFrom  # isort: skip
 
 display = Display()
@@ -261,7 +262,9 @@ class ActionModule(ActionBase):
             return {"failed": True, "msg": f"{attempt.submission_id} exists already: its record was not linked "
                     f"to {planned.get('root')}; look at it with job.yml -e id={attempt.submission_id}"}
         resumed = ResumedFrom.of(submitted.get("resumed_from"))  # the module's own result: a mapping or absent
-        where = f"{resumed.path} (step {resumed.step})" if resumed.path else "the start (it saved no checkpoint)"
+        where = (f"{resumed.path} (step {resumed.step})" if resumed.path
+                 else "step 0 (save_freq -1: checkpoints are off)" if checkpoints_off(spec or planned["job_spec"])
+                 else "the start (it saved no checkpoint)")
         self._show(f"{attempt.submission_id}: submitted, resuming {submission_id} from {where}")
         if not follow_it:
             return submitted

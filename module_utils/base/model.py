@@ -12,7 +12,6 @@ import dataclasses
 import difflib
 import functools
 import keyword
-import math
 import posixpath
 from typing import ClassVar
 
@@ -35,7 +34,8 @@ class Field:
 
     kinds: str, int, number, bool, path (an absolute path, PATH_RULE, normalised), paths (a path or a non-empty list
     of them), list (of `item`), map (keys match `pattern`, values are `item`), object (the sub-`fields`; other keys
-    are refused, or kept when `open`), mapping (free-form). Numbers lie within ±NUMBER_LIMIT and `minimum`/`maximum`.
+    are refused, or kept when `open`), mapping (free-form). Numbers lie within ±NUMBER_LIMIT and `minimum`/`maximum`,
+    or are one of `also`'s values.
     """
 
     name: str
@@ -50,6 +50,7 @@ class Field:
     exclusive: bool = False  # minimum itself is not allowed
     pattern: tuple | None = None  # (regex, description) of str values or of map keys
     choices: tuple = ()
+    also: tuple = ()  # (value, meaning) pairs a number may be besides its bounds: save_freq's (-1, "no checkpoints")
     item: Field | None = None
     fields: tuple = ()
     open: bool = False  # an object whose unknown keys are kept (a newer version's), not refused
@@ -63,24 +64,32 @@ class FieldError(ValueError):
     """A value that does not fit its field. `path` names it from the top (names, list indexes); `value` is kept for
     code, never shown: str() is one line naming the field and saying only what kind of value was given."""
 
-    def __init__(self, path, problem, value=ABSENT):
+    def __init__(self, path, problem, value=ABSENT, f=None):
         self.path, self.problem, self.value = tuple(path), problem, value
         self.field = dotted(self.path)
-        self.got = "" if value is ABSENT else f" (got {kind_of(value)})"
+        self.got = "" if value is ABSENT else f" (got {kind_of(value, f)})"
         super().__init__(f"field '{conventions.one_line(self.field, 200)}': {conventions.one_line(problem)}{self.got}")
 
 
-def kind_of(value):
-    """What kind of value this is, in words, never the value itself: 'a string', 'an integer', 'null'."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true or false"
+def kind_of(value, f=None):
+    """What kind of value this is, in words, never the value itself: 'a string', 'an integer', 'null'; a number
+    outside the bounds of number field f says which: 'an integer below 1', 'an integer beyond ±9223372036854775807'."""
+    if value is None or isinstance(value, bool):
+        return "null" if value is None else "true or false"
     for types, word in ((int, "an integer"), (float, "a number"), (str, "a string"), (dict, "a mapping"),
                         ((list, tuple), "a list")):
         if isinstance(value, types):
-            return word
+            bounded = types in (int, float) and f is not None and f.kind in ("int", "number")
+            return word + (_outside(f, value) if bounded else "")
     return "a value of another kind"
+
+
+def _outside(f, value):
+    if not abs(value) <= NUMBER_LIMIT:  # a NaN compares false with everything: it is outside every bound
+        return f" beyond ±{NUMBER_LIMIT}" if abs(value) > NUMBER_LIMIT else " that is not finite"
+    if f.minimum is not None and (value <= f.minimum if f.exclusive else value < f.minimum):
+        return f" of {f.minimum} or less" if f.exclusive else f" below {f.minimum}"
+    return f" above {f.maximum}" if f.maximum is not None and value > f.maximum else ""
 
 
 def join_path(path, name):
@@ -100,15 +109,13 @@ def _bounds(f, value):
     low = -NUMBER_LIMIT if f.minimum is None else f.minimum
     high = NUMBER_LIMIT if f.maximum is None else min(f.maximum, NUMBER_LIMIT)
     # A NaN compares false with everything: the bounds refuse it too.
-    return (value > low if f.exclusive else value >= low) and value <= high
-
-
-def _is_int(f, value):
-    return isinstance(value, int) and not isinstance(value, bool) and _bounds(f, value)
+    return (value > low if f.exclusive else value >= low) and value <= high or value in (v for v, _ in f.also)
 
 
 def _is_number(f, value):
-    return (_is_int(f, value) or (isinstance(value, float) and math.isfinite(value))) and _bounds(f, value)
+    """A number of f's kind (an int for int) within its bounds, which refuse a NaN and an infinity."""
+    types = int if f.kind == "int" else (int, float)
+    return isinstance(value, types) and not isinstance(value, bool) and _bounds(f, value)
 
 
 def _number_words(f, noun):
@@ -119,7 +126,7 @@ def _number_words(f, noun):
         text = f"an {noun}" if noun == "integer" else f"a {noun}"
     else:
         text = f"{'an' if noun == 'integer' else 'a'} {noun} {'>' if f.exclusive else '>='} {low}"
-    return text + (f" up to {high}" if high is not None else "")
+    return text + (f" up to {high}" if high is not None else "") + "".join(f", or {v} for {why}" for v, why in f.also)
 
 
 def expect(f):
@@ -158,8 +165,7 @@ def check(f, value, path=(), *, complete=True, allow_nul=False):
     kind, rules = f.kind, {"complete": complete, "allow_nul": allow_nul}
     if kind == "object":
         return check_fields(f.fields, value, path, open=f.open, **rules)
-    if (kind == "int" and _is_int(f, value)) or (kind == "number" and _is_number(f, value)) or (
-            kind == "bool" and isinstance(value, bool)):
+    if (kind in ("int", "number") and _is_number(f, value)) or (kind == "bool" and isinstance(value, bool)):
         return value
     if kind == "str" and isinstance(value, str) and (not f.choices or value in f.choices) and (
             not f.pattern or conventions.matches(f.pattern, value)):
@@ -177,24 +183,16 @@ def check(f, value, path=(), *, complete=True, allow_nul=False):
         return {key: check(f.item, v, (*path, key), **rules) for key, v in value.items()}
     if kind == "mapping" and isinstance(value, dict):
         return copy.deepcopy(value)
-    problem = f"must be {expect(f)}"
-    if kind in ("int", "number") and isinstance(value, (int, float)) and not isinstance(value, bool) and not (
-            -NUMBER_LIMIT <= value <= NUMBER_LIMIT):  # NaN too: it compares false with everything
-        problem += f", finite and within ±{NUMBER_LIMIT}"
-    raise FieldError(path, problem, value)
+    raise FieldError(path, f"must be {expect(f)}", value, f)  # (got ...) says a number's bound: kind_of
 
 
 def _no_nul(value, path):
-    if isinstance(value, str):
-        if "\x00" in value:
-            raise FieldError(path, "must not contain a NUL character", value)
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            _no_nul(key, (*path, key))
-            _no_nul(item, (*path, key))
-    elif isinstance(value, (list, tuple)):
-        for i, item in enumerate(value):
-            _no_nul(item, (*path, i))
+    if isinstance(value, str) and "\x00" in value:
+        raise FieldError(path, "must not contain a NUL character", value)
+    pairs = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, (list, tuple)) else ()
+    for key, item in pairs:
+        for part in (key, item) if isinstance(value, dict) else (item,):  # a mapping's keys too
+            _no_nul(part, (*path, key))
 
 
 def check_fields(fields, value, path=(), *, complete, open=False, allow_nul=False):
@@ -270,6 +268,8 @@ def schema_of(f):
             schema["exclusiveMinimum" if f.exclusive else "minimum"] = f.minimum
         if f.maximum is not None:
             schema["maximum"] = f.maximum
+        if f.also:
+            schema = {"anyOf": [schema, *({"const": v} for v, _ in f.also)]}
     elif kind == "bool":
         schema = {"type": "boolean"}
     elif kind == "str":

@@ -65,7 +65,7 @@ def submit(module, config):
         nodes = cluster_nodes(job)
         compose(module, spec, config, runtime_env, resume_path, nodes)
     if module.check_mode:
-        what = "record would be completed" if resuming else "would be submitted"
+        what = "record would be completed" if resuming else f"would be submitted{noted(spec)}"
         return dict(job.result(JobStatus(job.sid, state=NEW), f"{job.sid} {what}"), changed=True, existed=resuming,
                     **shown)
     create_exclusive(spec.output_dir)  # the loser of a race for this id waits on the lock below
@@ -129,7 +129,13 @@ def submit_locked(job, spec, config, info, entrypoint, runtime_env, options, sho
                           f"submitted {returned} to {config.dashboard_url} in {status.phases.submit_s}s\n"
                           f"entrypoint: {shown['entrypoint']}\nentrypoint options: {options}\n")
     job.save_status(status)
-    return dict(job.result(status, f"{job.sid} submitted"), existed=False, **shown)
+    return dict(job.result(status, f"{job.sid} submitted{noted(spec)}"), existed=False, **shown)
+
+
+def noted(spec):
+    """' (what the submitter should know)' of a spec, else '': its retries start from step 0 (js.restart_note)."""
+    note = js.restart_note(spec)
+    return f" ({note})" if note else ""
 
 
 def check_paths(spec, config):

@@ -23,6 +23,10 @@ TRAINERS = ("ppo", "grpo", "sft")
 TRAINER_REQUIRED = ("model_path", "train_files")
 # Failure kinds a retry may cure: the diagnosis table marks them.
 RETRYABLE = diagnosis.RETRYABLE
+# save_freq's "never save a checkpoint", verl's own -1 (its default): its trainers save every N steps only when N > 0
+# (the SFT trainer still saves its last step), so a retry of such a job starts again from step 0. 0 is refused: the
+# SFT trainer divides by it.
+NO_CHECKPOINTS = -1
 
 # (regex, what a valid value looks like). Anchored, used with re.fullmatch here and as JSON Schema patterns, so both
 # accept the same strings. Names go unquoted into env and hydra overrides (paths: model.PATH_RULE).
@@ -44,13 +48,14 @@ class JobSpecError(ValueError):
 
     The value is kept (`value`) for code, never shown: it may be a secret put in the wrong place (a misspelled
     field, an env value of the wrong type), and this message ends in task output, report.json, summary.md and
-    junit.xml. Only its kind is said ("got a string").
+    junit.xml. Only its kind is said ("got a string"; a number outside its field's bounds says which: got, as
+    model.FieldError worked it out, "got an integer below 1").
     """
 
-    def __init__(self, field, problem, value):
+    def __init__(self, field, problem, value, got=None):
         self.field = field
         self.value = value
-        got = "" if value is ABSENT else f" (got {model.kind_of(value)})"
+        got = got if got is not None else "" if value is ABSENT else f" (got {model.kind_of(value)})"
         super().__init__(f"jobspec field '{conventions.one_line(field, 200)}': {conventions.one_line(problem)}{got}")
 
 
@@ -93,7 +98,9 @@ SPEC_FIELDS = (
           derived="<shared_root>/jobs/<submission_id>"),
     Field("checkpoint_dir", "path", "Checkpoint directory (trainer.default_local_dir), inside the job's own record "
           "(jobspecs/README.md, What the spec owns).", derived="<output_dir>/checkpoints"),
-    Field("save_freq", "int", "Save a checkpoint every N steps.", default=10, minimum=1),
+    Field("save_freq", "int", "Save a checkpoint every N steps (trainer.save_freq). -1 (verl's own): none on the "
+          "way (verl's sft still saves its last step), so a retry starts again from step 0.", default=10, minimum=1,
+          also=((NO_CHECKPOINTS, "no checkpoints"),)),
     Field("total_training_steps", "int", "Stop after N steps (trainer.total_training_steps).",
           minimum=1, nullable=True),
     Field("total_epochs", "int", "Stop after N epochs (trainer.total_epochs).", minimum=1,
@@ -178,7 +185,7 @@ def check(f, value, path, complete=True):
     try:
         return model.check(f, value, (path,) if path else (), complete=complete)
     except model.FieldError as err:
-        raise JobSpecError(err.field, err.problem, err.value) from None
+        raise JobSpecError(err.field, err.problem, err.value, err.got) from None
 
 
 def check_fields(fields, value, path, *, complete):
@@ -188,4 +195,4 @@ def check_fields(fields, value, path, *, complete):
     try:
         return model.check_fields(fields, value, (path,) if path else (), complete=complete)
     except model.FieldError as err:
-        raise JobSpecError(err.field, err.problem, err.value) from None
+        raise JobSpecError(err.field, err.problem, err.value, err.got) from None

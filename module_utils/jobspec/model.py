@@ -23,6 +23,7 @@ from ansible.module_utils.base.model import fill_static
 from ansible.module_utils.jobspec.fields import (
     ENV_VARS_FIELD,
     NAME_FIELD,
+    NO_CHECKPOINTS,
     RAY_CONFIG_FIELDS,
     SPEC_FIELDS,
     TRAINER_REQUIRED,
@@ -176,6 +177,23 @@ def _finish(name, data):
     return JobSpec(name=name, **{**v, "resources": Resources(**v["resources"]),
                                  "timeouts": Timeouts(**v["timeouts"]), "retries": Retries(**v["retries"]),
                                  "debug": Debug(**v["debug"])})
+
+
+# What a job whose retries cannot resume is told when it is submitted (restart_note).
+RESTART_NOTE = "save_freq -1: no checkpoints, so a retry starts again from step 0"
+
+
+def checkpoints_off(spec):
+    """Whether a verl job saves no checkpoint (save_freq -1, fields.NO_CHECKPOINTS), so an attempt resuming it
+    starts from step 0. spec: a JobSpec, or a record's job_spec as read (data of any shape: False when not a spec)."""
+    values = spec.to_dict() if isinstance(spec, JobSpec) else spec if isinstance(spec, dict) else {}
+    return values.get("workload") in TRAINERS and values.get("save_freq") == NO_CHECKPOINTS
+
+
+def restart_note(spec):
+    """RESTART_NOTE for a job with retries (retries.max > 0) and checkpoints off, else None."""
+    spec = as_spec(spec)
+    return RESTART_NOTE if spec.retries.max > 0 and checkpoints_off(spec) else None
 
 
 def attempt_layer(spec, submission_id, resume_from):

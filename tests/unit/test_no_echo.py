@@ -65,7 +65,8 @@ WRONG_TYPE = [
     ({"overrides": {"env": {"API_PIN": 3.25}}}, "env.API_PIN", "(got a number)", "3.25"),
     ({"overrides": {"env": {"FLAG": ["x", SECRET]}}}, "env.FLAG", "(got a list)", SECRET),
     ({"extra_vars": {"env": f'{{"A": "{SECRET}"'}}, "env", "must be JSON text of a mapping", SECRET),
-    ({"extra_vars": {"save_freq": SECRET}}, "save_freq", "must be a positive integer (got a string)", SECRET),
+    ({"extra_vars": {"save_freq": SECRET}}, "save_freq",
+     "must be a positive integer, or -1 for no checkpoints (got a string)", SECRET),
     ({"extra_vars": {"metadata.note": "a\x00" + SECRET}}, "metadata.note", "NUL", SECRET),
     ({"extra_vars": {"submission_id": SECRET + "/x"}}, "submission_id", "must be 1-128", SECRET),
 ]

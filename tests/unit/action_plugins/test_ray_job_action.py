@@ -298,6 +298,21 @@ def test_a_job_that_never_saved_is_retried_from_the_start(ray, ray_config, capsy
     assert any("from the start (it saved no checkpoint)" in line for line in shown)
 
 
+def test_a_job_with_checkpoints_off_says_at_submission_and_at_its_retry_that_it_starts_from_step_0(
+        ray, ray_config, capsys, monkeypatch, tmp_path):
+    real = save_checkpoint
+    monkeypatch.setattr(__import__(__name__), "save_checkpoint", lambda *a, **k: None)  # save_freq -1: none saved
+    extra = {"spec": "sft", "submission_id": "tr-1", "save_freq": "-1"}
+    result, _, shown, _ = retry_run(ray, ray_config, capsys, monkeypatch, tmp_path, extra,
+                                    {"extra_vars": True, "wait": True})
+    monkeypatch.setattr(__import__(__name__), "save_checkpoint", real)
+    assert result["state"] == "SUCCEEDED" and result["submission_id"] == "tr-1-r1"
+    assert "trainer.save_freq=-1" in ray.submitted[0]["entrypoint"].split()
+    assert "head | tr-1 submitted (save_freq -1: no checkpoints, so a retry starts again from step 0)" in shown
+    assert "head | tr-1-r1: submitted, resuming tr-1 from step 0 (save_freq -1: checkpoints are off)" in shown
+    assert not any("it saved no checkpoint" in line for line in shown)
+
+
 def failed_last(reason, kind, on):
     return {"state": "FAILED", "submission_id": "j", "status": {
         "submission_id": "j", "state": "FAILED", "final": True, "reason": reason,

@@ -79,7 +79,7 @@ BAD_INPUTS = [
         "string-max-run"),
     # ranges
     bad(lambda t: run({**SMOKE, "save_freq": 0}), "save_freq", 0, "save-freq-zero"),
-    bad(lambda t: run({**SMOKE, "save_freq": -1}), "save_freq", -1, "save-freq-negative"),
+    bad(lambda t: run({**SMOKE, "save_freq": -2}), "save_freq", -2, "save-freq-negative"),
     bad(lambda t: run({**SMOKE, "resources": {"nnodes": 0}}), "resources.nnodes", 0,
         "nnodes-zero"),
     bad(lambda t: run({**SMOKE, "total_epochs": 0}), "total_epochs", 0, "epochs-zero"),
@@ -504,14 +504,14 @@ def test_schema_agrees_with_validator():
     jsonschema = pytest.importorskip("jsonschema")
     validator = jsonschema.Draft202012Validator(jobspec_schema.json_schema())
     jsonschema.Draft202012Validator.check_schema(jobspec_schema.json_schema())
-    good = [SMOKE, SFT, {**GRPO, "val_files": [TRAIN], "timeouts": {"max_run_s": None}},
+    good = [SMOKE, SFT, {**GRPO, "val_files": [TRAIN], "timeouts": {"max_run_s": None}}, {**SFT, "save_freq": -1},
             {"workload": "command", "entrypoint": "echo hi", "env": {"A": "1"}}]
     bad = [{"workload": "dpo"}, {**SMOKE, "save_frq": 1}, {**SMOKE, "resources": {"nnode": 1}},
            {**SMOKE, "save_freq": True}, {**SMOKE, "submission_id": "../x"},
            {"workload": "sft", "model_path": MODEL}, {**SMOKE, "entrypoint": "x"},
            {"workload": "command"}, {**SMOKE, "code_id": "a", "code_path": "/b"},
            {**SMOKE, "env": {"1BAD": "x"}}, {**SMOKE, "overrides": ["nokey"]},
-           {**SMOKE, "model_path": "rel/path"}]
+           {**SMOKE, "model_path": "rel/path"}, {**SMOKE, "save_freq": 0}, {**SMOKE, "save_freq": -2}]
     for spec in good:
         run(spec)
         assert validator.is_valid(spec), spec
@@ -519,6 +519,31 @@ def test_schema_agrees_with_validator():
         with pytest.raises(JobSpecError):
             run(spec)
         assert not validator.is_valid(spec), spec
+
+
+def test_save_freq_minus_one_turns_checkpoints_off_and_is_rendered_as_verl_s_own():
+    for workload in (SFT, PPO, GRPO):
+        spec = run({**workload, "save_freq": -1})
+        assert spec.save_freq == -1 and "trainer.save_freq=-1" in argv(spec)
+        assert jobspec.checkpoints_off(spec) and jobspec.restart_note(spec) is None  # retries.max 0: nothing to say
+    assert run(SFT, cli=jobspec_input.coerce_cli_overrides({"save_freq": "-1"})).save_freq == -1
+    retried = run({**GRPO, "save_freq": -1, "retries": {"max": 2}})
+    assert jobspec.restart_note(retried) == "save_freq -1: no checkpoints, so a retry starts again from step 0"
+    assert jobspec.restart_note({**retried.to_dict(), "save_freq": 5}) is None
+    assert not jobspec.checkpoints_off(run({**SMOKE, "save_freq": -1}))  # the smoke probe is no verl trainer
+    # A record's job_spec is data of any shape.
+    for data in ({"workload": "ppo", "save_freq": True}, {"workload": ["ppo"], "save_freq": -1}, "x", None, []):
+        assert not jobspec.checkpoints_off(data)
+    assert jobspec.checkpoints_off({"workload": "sft", "save_freq": -1})
+
+
+@pytest.mark.parametrize(("value", "got"), [(0, "an integer below 1"), (-2, "an integer below 1"),
+                                            (True, "true or false"), ("often", "a string"), (2.5, "a number")])
+def test_save_freq_refused_says_what_is_allowed_and_what_it_got(value, got):
+    with pytest.raises(JobSpecError) as exc:
+        run({**SFT, "save_freq": value})
+    assert str(exc.value) == f"jobspec field 'save_freq': must be a positive integer, or -1 for no checkpoints (got {got})"
+    assert exc.value.value is value
 
 
 def test_smoke_spec_file():

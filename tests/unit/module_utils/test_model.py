@@ -33,13 +33,40 @@ def test_a_field_of_an_unknown_kind_is_refused_where_it_is_declared():
 
 
 def test_a_number_too_big_for_the_module_s_arithmetic_is_refused_by_both_models():
-    with pytest.raises(JobSpecError, match=r"^jobspec field 'save_freq': must be a positive integer, finite and within"):
+    beyond = f"(got an integer beyond ±{model.NUMBER_LIMIT})"
+    with pytest.raises(JobSpecError) as exc:
         resolve({"workload": "smoke", "save_freq": HUGE}, name="j", ray_config=RC)
-    with pytest.raises(RecordError, match=r"^status.json: field 'progress': field 'step' must be a non-negative integer up to 10{12} or null, fin"):
+    assert str(exc.value) == f"jobspec field 'save_freq': must be a positive integer, or -1 for no checkpoints {beyond}"
+    with pytest.raises(RecordError) as exc:
         JobStatus.from_dict({"submission_id": "a-1", "state": "RUNNING", "progress": {"step": HUGE}})
-    nan = float("nan")
-    with pytest.raises(RecordError, match="'first_loss'"):
-        JobStatus.from_dict({"submission_id": "a-1", "state": "RUNNING", "first_loss": nan})
+    assert str(exc.value) == ("status.json: field 'progress': field 'step' must be a non-negative integer up to "
+                              f"{10 ** 12} or null {beyond}")
+    with pytest.raises(RecordError) as exc:
+        JobStatus.from_dict({"submission_id": "a-1", "state": "RUNNING", "first_loss": float("nan")})
+    assert str(exc.value) == "status.json: field 'first_loss' must be a number or null (got a number that is not finite)"
+
+
+# A number of the right kind outside its bounds says which bound, never "(got an integer)" alone (issue 32: save_freq
+# -2 was "must be a positive integer (got an integer)"), and never the value itself.
+OUTSIDE = [
+    (model.Field("x", "int", minimum=1), 0, "must be a positive integer (got an integer below 1)"),
+    (model.Field("x", "int", minimum=1, maximum=5), 6, "must be a positive integer up to 5 (got an integer above 5)"),
+    (model.Field("x", "int", minimum=2), 1, "must be an integer >= 2 (got an integer below 2)"),
+    (model.Field("x", "number", minimum=0, exclusive=True), -3, "must be a number > 0 (got an integer of 0 or less)"),
+    (model.Field("x", "number", minimum=0), -0.5, "must be a number >= 0 (got a number below 0)"),
+    (model.Field("x", "int", minimum=1, also=((-1, "off"),)), -7,
+     "must be a positive integer, or -1 for off (got an integer below 1)"),
+    (model.Field("x", "int", minimum=1), 1.5, "must be a positive integer (got a number)"),  # a kind refused
+    (model.Field("x", "int", minimum=1), True, "must be a positive integer (got true or false)"),
+    (model.Field("x", "int", minimum=1), "-1", "must be a positive integer (got a string)"),
+]
+
+
+@pytest.mark.parametrize(("field", "value", "message"), OUTSIDE)
+def test_a_number_outside_its_bounds_says_which_bound_and_never_its_value(field, value, message):
+    with pytest.raises(model.FieldError) as exc:
+        model.check(field, value, ("x",))
+    assert str(exc.value) == f"field 'x': {message}" and exc.value.value is value
 
 
 def test_an_open_object_keeps_unknown_keys_and_a_closed_one_names_the_nearest_field():
@@ -75,6 +102,7 @@ KINDS = [
     (model.Field("x", "str", pattern=(r"^[a-z]+$", "letters")), ["ab"], ["a1", ""]),
     (model.Field("x", "int", minimum=1, maximum=5), [1, 5], [0, 6, 1.5, True, "1"]),
     (model.Field("x", "int", nullable=True), [None, -3], ["x"]),
+    (model.Field("x", "int", minimum=1, also=((-1, "off"),)), [1, 7, -1], [0, -2, True, -1.5, "-1"]),
     (model.Field("x", "number", minimum=0, exclusive=True), [0.5, 2], [0, -1, False]),
     (model.Field("x", "bool"), [True], [1, "true"]),
     (model.Field("x", "path"), ["/a/b"], ["a/b", "/a b"]),

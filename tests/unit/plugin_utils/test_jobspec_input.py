@@ -52,7 +52,8 @@ def test_bad_value_is_one_line_naming_field(specs_dir):
     with pytest.raises(JobSpecError) as err:
         resolve(specs_dir, {"save_freq": "often"})
     # The field and what is wrong, never the value (issue 22 §1: it may be a secret in the wrong place).
-    assert str(err.value) == "jobspec field 'save_freq': must be a positive integer (got a string)"
+    assert str(err.value) == "jobspec field 'save_freq': must be a positive integer, or -1 for no checkpoints (got a " \
+                             "string)"
 
 
 def test_unquoted_value_with_spaces_asks_for_quotes(specs_dir):

@@ -33,7 +33,8 @@ def test_a_field_s_doc_changed_in_the_table_makes_the_readme_stale(monkeypatch):
                     for f in SPEC_FIELDS)
     monkeypatch.setattr(schemas, "SPEC_FIELDS", changed)
     assert schemas.readme_text(readme()) != readme()
-    assert "| `save_freq` | a positive integer | `10` | Another meaning. |" in schemas.field_table()
+    assert "| `save_freq` | a positive integer, or -1 for no checkpoints | `10` | Another meaning. |" in \
+        schemas.field_table()
 
 
 def test_placeholders_are_code_so_markdown_keeps_them():

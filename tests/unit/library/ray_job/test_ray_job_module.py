@@ -20,6 +20,7 @@ from ray_job_harness import (
     WORKER,
     files,
     make_spec,
+    make_verl_spec,
     record,
     run,
     status_json,
@@ -37,6 +38,19 @@ def test_check_mode_renders_and_creates_nothing(ray, ray_config, capsys):
     assert SECRET not in json.dumps(out)
     assert ray.submitted == []
     assert os.listdir(ray_config["shared_root"]) == [conventions.SHARED_ROOT_MARK]
+
+
+def test_a_verl_job_with_retries_and_checkpoints_off_is_told_a_retry_starts_from_step_0(ray, ray_config, capsys):
+    note = " (save_freq -1: no checkpoints, so a retry starts again from step 0)"
+    spec = make_verl_spec(ray_config, save_freq=-1, retries={"max": 2})
+    _, checked = submit(capsys, ray_config, spec, preflight=False, _ansible_check_mode=True)
+    assert checked["progress"] == f"{spec['submission_id']} would be submitted{note}"
+    assert "trainer.save_freq=-1" in checked["entrypoint"].split()
+    _, out = submit(capsys, ray_config, spec, preflight=False)
+    assert out["progress"] == f"{spec['submission_id']} submitted{note}" and len(ray.submitted) == 1
+    quiet = make_verl_spec(ray_config, save_freq=-1, submission_id="q-1")  # retries.max 0: nothing to say
+    assert submit(capsys, ray_config, quiet, preflight=False, _ansible_check_mode=True)[1]["progress"] == \
+        "q-1 would be submitted"
 
 
 def test_submit_writes_the_record_and_pins_the_driver_to_a_worker(ray, ray_config, capsys):
