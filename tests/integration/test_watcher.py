@@ -35,8 +35,8 @@ pytestmark = pytest.mark.usefixtures("cluster_up")
 
 STALL_S = 40
 # Two ranks, one on each worker, talking through gloo; a checkpoint per step, so the retry resumes close by. A rank is
-# stopped at step 3 (a few more may pass before the signal lands), so 15 steps leave the hang room and the retry little.
-SFT2 = ["-e", "spec=sft", "-e", "resources.nnodes=2", "-e", "save_freq=1", "-e", "total_training_steps=15",
+# stopped once step 3 is saved (on the lab some 8 more pass before the signal lands): 30 steps leave the hang room.
+SFT2 = ["-e", "spec=sft", "-e", "resources.nnodes=2", "-e", "save_freq=1", "-e", "total_training_steps=30",
         "-e", f"timeouts.stall_s={STALL_S}", "-e", "retries.max=1", "-e", "retries.on=hung"]
 
 
@@ -67,12 +67,20 @@ def job_actors(sid):
             and a["node_id"] in by_node]
 
 
-def append_metrics(sid, line):
-    """A line verl's file logger never writes, appended to the job's own metrics.jsonl as a job could."""
+def append_metrics(sid, *lines):
+    """Lines verl's file logger never writes, at the end of the job's own metrics.jsonl. The logger writes from its
+    own offset (open "wb", not append), so this waits until the file has not grown for 3 s: the logger is blocked
+    (a rank is stopped) or done, and nothing it writes later lands over these lines."""
     path = os.path.join(RECORDS, sid, "metrics.jsonl")
-    wait_for(lambda: os.path.exists(path), 600, f"{sid}'s metrics.jsonl")
+    sizes = []
+
+    def settled():
+        sizes.append(os.path.getsize(path) if os.path.exists(path) else -1)
+        return sizes[-1] > 0 and len(sizes) >= 4 and len(set(sizes[-4:])) == 1
+
+    wait_for(settled, 600, f"{sid}'s metrics.jsonl to stop growing")
     with open(path, "a", encoding="utf-8") as handle:
-        handle.write(line + "\n")
+        handle.write("".join(line + "\n" for line in lines))
 
 
 HUGE = "9" * 400
@@ -113,8 +121,8 @@ def test_a_hung_rank_is_found_explained_and_the_job_resumed():
     run_id = new_id("wr")
     sid = f"{run_id}-hang"  # a regression entry's record name, so the report below reads it
     assert playbook("submit.yml", *SFT2, "-e", f"submission_id={sid}").rc == 0
-    append_metrics(sid, HUGE_VALUE)  # the passes below read it: each must still exit 0 and judge the job
     stopped_at = hang_a_rank(sid)
+    append_metrics(sid, HUGE_VALUE)  # the passes below read it: each must still exit 0 and judge the job
     out = watch_until(lambda: final(sid), STALL_S + 300, f"{sid} found hung and stopped")
     detected_s = time.monotonic() - stopped_at
     st = status(sid)
@@ -130,17 +138,17 @@ def test_a_hung_rank_is_found_explained_and_the_job_resumed():
     # The watcher submitted the attempt; a wait on the first job follows that attempt to its end, through a
     # 400-digit step in the attempt's metrics.
     attempt = f"{sid}-r1"
-    append_metrics(attempt, HUGE_STEP)
     waited = playbook("job.yml", "-e", f"id={sid}", "-e", "do=wait")
     assert waited.rc == 0 and f"following its newest attempt, {attempt}" in waited.out, waited
     resumed = status(attempt)
     assert resumed["state"] == "SUCCEEDED" and resumed["resumed_from"]["step"] >= 3, resumed
     assert status(sid)["attempts"] == [attempt]
-    # The regression report over both records (a 400-digit value in one, a 400-digit step in the other) is written,
-    # each line that held one noted and left out.
-    rep = report_over(run_id, "hang", "hang-r1")
-    notes = {e["name"]: e.get("metrics_note") or "" for e in rep["entries"]}
-    assert "out of range" in notes["hang"] and notes["hang-r1"], notes
+    # The regression report (its entry reads the newest attempt) over a metrics.jsonl that gained a 400-digit value
+    # and a 400-digit step is written, the lines noted and left out.
+    append_metrics(attempt, HUGE_VALUE, HUGE_STEP)
+    [entry] = report_over(run_id, "hang")["entries"]
+    assert entry["record"].endswith(attempt) and entry["state"] == "SUCCEEDED", entry
+    assert "out of range" in (entry["metrics_note"] or ""), entry
     excerpt = ""
     for name in dumped[:2]:
         with open(os.path.join(stacks_dir, name), encoding="utf-8") as handle:
@@ -158,8 +166,8 @@ def test_a_followed_job_found_hung_is_resumed_by_its_follower_alone():
     thread.start()
     try:
         wait_for(lambda: os.path.isdir(os.path.join(RECORDS, sid)), 120, f"{sid}'s record")
-        append_metrics(sid, HUGE_VALUE)  # the follower reads it at every look, and still finds the hang
         hang_a_rank(sid)
+        append_metrics(sid, HUGE_STEP, HUGE_VALUE)  # the follower's looks read them, and still find the hang
     finally:
         thread.join(timeout=1500)
     [run] = runs
