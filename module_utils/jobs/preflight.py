@@ -53,20 +53,22 @@ def run(module, spec, config, runtime_env, resume_path=None, nodes=None):
     answer = on_head(module, probe, job_env(runtime_env))
     if isinstance(answer, str):
         answer = on_worker(config, probe, runtime_env, nodes, spec.submission_id, answer)
-    facts, problem = judge(spec, answer, nodes, compose)
-    if problem and facts["where"] == "the head" and not carries_work(nodes) and pick_worker(nodes):
-        # The verdict came from the head's own libraries (flash_attn, verl's platform), which need not be the
-        # workers': a worker, where the job runs, decides before anything is refused.
+    facts, problem, local = judge(spec, answer, nodes, compose)
+    if local and facts["where"] == "the head" and not carries_work(nodes) and pick_worker(nodes):
+        # The verdict came from the head's own libraries and files (flash_attn, verl's platform, the model verl's
+        # checks read), which need not be the workers': a worker, where the job runs, decides before anything is
+        # refused. Overrides verl's config refuses are the job's verl's wherever it runs.
         answer = on_worker(config, probe, runtime_env, nodes, spec.submission_id,
                            f"it would refuse the job ({problem.split(': ', 1)[-1][:120]}...), and jobs run on workers")
-        facts, problem = judge(spec, answer, nodes, compose)
+        facts, problem, local = judge(spec, answer, nodes, compose)
     if problem:
         raise Failed(problem, compose_cmd=" ".join(compose))
     return facts
 
 
 def judge(spec, answer, nodes, compose):
-    """(facts, the first check's refusal or None) from one run of the probe; Failed when verl refused the config."""
+    """(facts, the one-line refusal of every problem found or None, whether one of them depends on the node the
+    probe ran on) from one run of the probe; Failed when verl refused the config and no override explains it."""
     rc_, out, err, where = answer
     if rc_ != 0:
         lines = [line.strip() for line in (err or out or "").strip().splitlines() if line.strip()]
@@ -77,9 +79,10 @@ def judge(spec, answer, nodes, compose):
         raise Failed(f"{spec.submission_id}: the preflight on {where} printed no {verl_probe.MARK} line "
                      f"(nothing submitted); -e preflight=false skips it", compose_cmd=" ".join(compose))
     facts["where"] = where
-    problems = (checks.attention(spec.submission_id, spec.workload, facts, where),
-                checks.placement(spec.submission_id, spec.workload, facts, spec.resources, nodes))
-    return facts, next((p for p in problems if p), None)
+    config = [*checks.refused(facts), checks.compose_error(facts)]
+    local = [*checks.startup(facts), checks.attention(spec.workload, facts, where),
+             checks.placement(spec.workload, facts, spec.resources, nodes)]
+    return facts, checks.verdict(spec.submission_id, where, config + local), any(local)
 
 
 def parse(out):

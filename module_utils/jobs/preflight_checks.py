@@ -1,6 +1,7 @@
 """What the preflight decides from the probe's facts (module_utils/verl/probe.py) and the cluster's nodes.
 
-Pure: no Ray, no process; each check returns None or the one-line reason nothing is submitted.
+Pure: no Ray, no process. Each check returns its problems, one line each (None or a list), and verdict() makes
+them one message, every problem of one run in it.
 """
 
 from ansible.module_utils.verl import probe as verl_probe
@@ -25,6 +26,7 @@ _HF_STRATEGIES = (None, "fsdp", "fsdp2")
 POOL_CLASS = {"sft": "RayResourcePool", "ppo": "ResourcePoolManager", "grpo": "ResourcePoolManager"}
 TRAINER = {"sft": "sft_trainer_ray", "ppo": "main_ppo", "grpo": "main_ppo"}
 _LISTED = 6  # nodes named in a message at most
+_LISTED_PATHS = 3  # places of a setting named in a message at most
 
 
 def request(workload):
@@ -41,7 +43,7 @@ def _transformers(facts, key):
     return strategy in _HF_STRATEGIES or not isinstance(strategy, str) or strategy.startswith("${")
 
 
-def attention(sid, workload, facts, where):
+def attention(workload, facts, where):
     """None, or why the job would fail at model load: flash_attention_2 without flash_attn in the job's Python."""
     error = facts.get("flash_attn_error")
     if not error:
@@ -65,8 +67,8 @@ def attention(sid, workload, facts, where):
         fixes = "install flash-attn into the job's Python (no override spares the critic)"
         fixes += f"; the override(s) {overrides} put the other models on sdpa" if flash else ""
     python = facts.get("python") or "the job's Python"
-    return (f"{sid}: flash attention is asked by {'; '.join(asks)}, but {python} on {where} cannot import flash_attn "
-            f"({error}): {fixes} (nothing submitted)")
+    return (f"flash attention is asked by {'; '.join(asks)}, but {python} on {where} cannot import flash_attn "
+            f"({error}): {fixes}")
 
 
 def bundle(workload, facts):
@@ -94,7 +96,7 @@ def _describe(node, names):
     return f"{node.get('node_ip')} has {', '.join(parts)}"
 
 
-def placement(sid, workload, facts, resources, nodes):
+def placement(workload, facts, resources, nodes):
     """None, or why verl's placement groups could never be placed: fewer than nnodes ALIVE nodes can each hold
     n_gpus_per_node bundles. Judged on the nodes' totals: a busy cluster only makes the job wait."""
     shape = bundle(workload, facts)
@@ -115,7 +117,74 @@ def placement(sid, workload, facts, resources, nodes):
         listed += f"; and {len(short) - _LISTED} more"
     asks = ", ".join(f"{_amount(v)} {k}" for k, v in need.items())
     each = ", ".join(f"{k}: {_amount(v)}" for k, v in shape.items())
-    return (f"{sid}: verl's {TRAINER.get(workload, workload)} asks {resources.nnodes} node(s) for "
+    return (f"verl's {TRAINER.get(workload, workload)} asks {resources.nnodes} node(s) for "
             f"{per_gpu} bundle(s) of {{{each}}} each ({asks} a node), and {len(fit)} ALIVE node(s) can hold that"
             f"{': ' + listed if listed else ' (no ALIVE node has ' + accelerator + ')'}: give the workers more CPUs "
-            f"(ray_worker_num_cpus) or ask fewer GPUs per node (resources.n_gpus_per_node) (nothing submitted)")
+            f"(ray_worker_num_cpus) or ask fewer GPUs per node (resources.n_gpus_per_node)")
+
+
+def _strings(value):
+    return [item for item in value if isinstance(item, str)] if isinstance(value, list) else []
+
+
+def _verl(facts):
+    version = facts.get("verl_version")
+    return f"verl {version}" if isinstance(version, str) and version else "verl"
+
+
+def refused(facts):
+    """One line per override verl's hydra refused (the probe's `refused`), each with where this verl keeps the same
+    setting when its config has it elsewhere: never hydra's hint to add the key with +, which for a key that moved
+    makes the compose pass while the setting does nothing."""
+    verl, lines = _verl(facts), []
+    for item in facts.get("refused") if isinstance(facts.get("refused"), list) else ():
+        if not isinstance(item, dict) or not isinstance(item.get("key"), str):
+            continue
+        key, kind = item["key"], item.get("kind")
+        if kind == "exists":
+            lines.append(f"override +{key}: {verl}'s config has {key} already: set it without the +")
+            continue
+        if kind == "error":
+            lines.append(f"override {key}: {verl} refuses it: {item.get('error')}")
+            continue
+        moved = _strings(item.get("same_setting"))
+        parent, _, leaf = key.rpartition(".")
+        if len(moved) == 1:
+            lines.append(f"override {key}: not in {verl}'s config, which has the same setting at {moved[0]}: "
+                         f"set that instead")
+        elif moved:
+            more = f" and {len(moved) - _LISTED_PATHS} more" if len(moved) > _LISTED_PATHS else ""
+            lines.append(f"override {key}: not in {verl}'s config, which has a setting of that name at "
+                         f"{', '.join(moved[:_LISTED_PATHS])}{more}: set the one meant instead")
+        elif close := _strings(item.get("close")):
+            lines.append(f"override {key}: not in {verl}'s config, which has {' or '.join(close)} (misspelt?)")
+        elif item.get("open_parent"):
+            lines.append(f"override {key}: not in {verl}'s config, where {parent} is an empty mapping: to add the "
+                         f"key there, write it +{key}=...")
+        else:
+            lines.append(f"override {key}: not in {verl}'s config, nor any setting named {leaf}: remove it (a + "
+                         f"would add it whether {verl} reads it or not)")
+    return lines
+
+
+def compose_error(facts):
+    """None, or what verl's hydra said of an error no override explains (after those it refused)."""
+    error = facts.get("compose_error")
+    return f"verl rejected the job's config: {error}" if isinstance(error, str) and error else None
+
+
+def startup(facts):
+    """One line per start-up check of verl's own that refuses the composed config (the probe's `startup`)."""
+    return [f"{_verl(facts)}'s start-up checks would refuse the config: {error}"
+            for error in _strings(facts.get("startup")) if error]
+
+
+def verdict(sid, where, problems):
+    """None, or the one-line message of every problem found: one as it is, several numbered."""
+    problems = [problem for problem in problems if problem]
+    if not problems:
+        return None
+    if len(problems) == 1:
+        return f"{sid}: {problems[0]} (nothing submitted)"
+    listed = "; ".join(f"({n}) {problem}" for n, problem in enumerate(problems, 1))
+    return f"{sid}: the preflight on {where} found {len(problems)} problems (nothing submitted): {listed}"

@@ -95,31 +95,49 @@ def check_env(env):
 
 def check_overrides(overrides):
     """Overrides may not delete keys (~), set what the spec renders (OWNED_KEYS, their ancestors
-    included) or hydra's own config, nor call a resolver (plain ${other.key} references stay)."""
-    for i, text in enumerate(overrides):
-        field = f"overrides[{i}]"
-        key, _, value = text.partition("=")
-        if "~" in key:
-            raise OwnedError(field, "deletes a key (~): an override may set or add keys, never remove them")
-        path, _, package = key.lstrip("+").partition("@")
-        # A config group path (a/b) is the package a.b; @_global_ puts an option at the top of the config.
-        targets = [path.replace("/", ".")]
-        if package:
-            parts = package.split(".")
-            if parts[0].startswith("_"):  # _global_ is the top; _group_, _here_ and _name_ are taken as it too
-                parts = parts[1:] if parts[0] == "_global_" else []
-            targets.append(".".join(parts))
-        for target in targets:
-            if target.split(".")[0] == "hydra":
-                raise OwnedError(field, "sets hydra's own config (hydra.*), which decides what runs and where it writes")
-            owned = _owned_conflict(target, OWNED_KEYS)
-            if owned is not None:
-                raise OwnedError(field, f"sets {owned} (or a key above it), which the spec renders from "
-                                 f"{OWNED_KEYS[owned]}: set that instead")
-        for found in re.finditer(r"\$\{", value):
-            if not _PLAIN_REFERENCE.match(value, found.start()):
-                raise OwnedError(field, "calls an interpolation resolver (${name:...}, e.g. oc.env, oc.decode, eval), "
-                                 "which reads the environment or runs code: only plain ${other.key} references")
+    included) or hydra's own config, nor call a resolver (plain ${other.key} references stay).
+    Every refused override is named in one OwnedError (a script pasted as overrides sets many owned keys)."""
+    problems = [problem for problem in (_override_problem(f"overrides[{i}]", text) for i, text in enumerate(overrides))
+                if problem]
+    if len(problems) == 1:
+        raise OwnedError(problems[0][0], problems[0][1])
+    if problems:
+        owned = sum(1 for _, _, key in problems if key)
+        why = f" ({owned} set keys the spec renders from its fields: set the field named instead)" if owned else ""
+        listed = [f"{field} sets {key} (the spec's {OWNED_KEYS[key]})" if key else f"{field} {rule}"
+                  for field, rule, key in problems]
+        raise OwnedError("overrides", f"{len(problems)} overrides are refused{why}: {'; '.join(listed)}")
+
+
+_DELETES = "deletes a key (~): an override may set or add keys, never remove them"
+_HYDRA = "sets hydra's own config (hydra.*), which decides what runs and where it writes"
+_RESOLVER = ("calls an interpolation resolver (${name:...}, e.g. oc.env, oc.decode, eval), which reads the "
+             "environment or runs code: only plain ${other.key} references")
+
+
+def _override_problem(field, text):
+    """(field, rule, the owned key it sets or None) of one override's first refusal, or None."""
+    key, _, value = text.partition("=")
+    if "~" in key:
+        return field, _DELETES, None
+    path, _, package = key.lstrip("+").partition("@")
+    # A config group path (a/b) is the package a.b; @_global_ puts an option at the top of the config.
+    targets = [path.replace("/", ".")]
+    if package:
+        parts = package.split(".")
+        if parts[0].startswith("_"):  # _global_ is the top; _group_, _here_ and _name_ are taken as it too
+            parts = parts[1:] if parts[0] == "_global_" else []
+        targets.append(".".join(parts))
+    for target in targets:
+        if target.split(".")[0] == "hydra":
+            return field, _HYDRA, None
+        owned = _owned_conflict(target, OWNED_KEYS)
+        if owned is not None:
+            rule = f"sets {owned} (or a key above it), which the spec renders from {OWNED_KEYS[owned]}: set that instead"
+            return field, rule, owned
+    if any(not _PLAIN_REFERENCE.match(value, found.start()) for found in re.finditer(r"\$\{", value)):
+        return field, _RESOLVER, None
+    return None
 
 
 def check_checkpoint_dir(checkpoint_dir, output_dir):

@@ -154,6 +154,17 @@ def test_an_override_may_not_call_a_resolver(value):
     refused("overrides[0]", "interpolation resolver", spec={**PPO, "overrides": [f"data.x={value}"]})
 
 
+def test_every_refused_override_is_named_in_one_line():
+    """A launch script pasted as overrides sets many owned keys: one run names each, not one a run."""
+    script = ["data.x=1", *(f"{key}={SECRET}" for key in OWNED), "~data.shuffle=True", "data.y=${oc.env:HOME}"]
+    message = refused("overrides", f"{len(OWNED) + 2} overrides are refused ({len(OWNED)} set keys the spec renders "
+                      "from its fields: set the field named instead): overrides[1] sets ", spec={**PPO, "overrides": script})
+    for i, key in enumerate(OWNED, 1):
+        assert f"overrides[{i}] sets {key} (the spec's {owned.OWNED_KEYS[key]})" in message
+    assert f"overrides[{len(OWNED) + 1}] deletes a key (~)" in message
+    assert f"overrides[{len(OWNED) + 2}] calls an interpolation resolver" in message and "overrides[0]" not in message
+
+
 def test_plain_references_and_ordinary_overrides_stay():
     overrides = ["data.max_length=1024", "+trainer.val_before_train=false", "++a.b=1", "data.y=${data.max_length}",
                  "data.z=${..y}", "data.w=a-${data.y}-b", "data.v=${trainer.default_local_dir}", "data.u=${a.b[0]}",

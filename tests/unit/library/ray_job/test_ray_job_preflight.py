@@ -1,5 +1,6 @@
 """The preflight of a verl job through the ray_job module: the probe in the job's own Python (on the head, else on a
-worker through a Ray task), flash attention without flash_attn, and GPU bundles no node can hold.
+worker through a Ray task), flash attention without flash_attn, GPU bundles no node can hold, overrides verl's config
+lacks and verl's own start-up checks, every problem in one message.
 
 The job's Python is faked at its boundary: AnsibleModule.run_command (the head) and Ray's driver API (the worker)."""
 
@@ -217,6 +218,51 @@ def test_the_labs_cpu_platform_asks_one_cpu_a_bundle_and_is_placed(ray, ray_conf
     code, out = submit(capsys, ray_config, grpo(ray_config, resources={"n_gpus_per_node": 4}))
     assert code == 0, out
     assert len(ray.submitted) == 1
+
+
+STALE = [{"override": "critic.model.fsdp_config.param_offload=False", "key": "critic.model.fsdp_config.param_offload",
+          "kind": "missing", "same_setting": ["critic.fsdp.param_offload"]},
+         {"override": "trainer.use_legacy_worker_impl=False", "key": "trainer.use_legacy_worker_impl",
+          "kind": "missing", "same_setting": []}]
+BOTH_SET = "ValueError: [actor] You have set both 'actor.ppo_micro_batch_size' AND 'actor.ppo_micro_batch_size_per_gpu'"
+
+
+def test_every_override_verl_lacks_and_its_start_up_refusal_are_one_message_and_nothing_is_created(
+        ray, ray_config, capsys, monkeypatch):
+    answer = (0, probe_output(verl_version="0.9.1", refused=STALE, startup=[BOTH_SET]), "")
+    Head(monkeypatch, answer)
+    monkeypatch.setattr(rc, "list_nodes", lambda url: [HEAD, HEX_WORKER])
+    # The start-up check may read the head's own files: a worker, where the job runs, is asked, and refuses too.
+    driver = DriverRay(subprocess.CompletedProcess([], 0, answer[1], ""))
+    monkeypatch.setattr(preflight, "_import_ray", lambda: driver)
+    code, out = submit(capsys, ray_config, grpo(ray_config))
+    assert code == 1, out
+    msg = out["msg"]
+    assert msg.startswith(f"{GRPO_SID}: the preflight on worker 10.0.0.11 found 3 problems (nothing submitted): (1) ")
+    assert "critic.fsdp.param_offload: set that instead" in msg and "trainer.use_legacy_worker_impl" in msg
+    assert f"(3) verl 0.9.1's start-up checks would refuse the config: {BOTH_SET}" \
+        in msg and "\n" not in msg and "+critic" not in msg
+    assert len(driver.calls) == 1 and out["compose_cmd"].endswith("--cfg job")
+    assert not ray.submitted and not os.path.exists(record(ray_config, GRPO_SID))
+
+
+def test_overrides_verl_lacks_are_refused_from_the_head_without_asking_a_worker(ray, ray_config, capsys, monkeypatch):
+    Head(monkeypatch, (0, probe_output(verl_version="0.9.1", refused=STALE), ""))
+    monkeypatch.setattr(rc, "list_nodes", lambda url: [HEAD, HEX_WORKER])
+    monkeypatch.setattr(preflight, "_import_ray", lambda: pytest.fail("the job's verl refuses them on any node"))
+    code, out = submit(capsys, ray_config, grpo(ray_config))
+    assert code == 1 and "on the head found 2 problems" in out["msg"], out
+    assert not ray.submitted
+
+
+def test_a_start_up_refusal_only_the_head_sees_does_not_refuse_the_job(ray, ray_config, capsys, monkeypatch):
+    Head(monkeypatch, (0, probe_output(startup=["OSError: /private/hf/m is not a directory"]), ""))
+    monkeypatch.setattr(rc, "list_nodes", lambda url: [HEAD, HEX_WORKER])
+    driver = DriverRay(subprocess.CompletedProcess([], 0, probe_output(startup=[]), ""))
+    monkeypatch.setattr(preflight, "_import_ray", lambda: driver)
+    code, out = submit(capsys, ray_config, grpo(ray_config))
+    assert code == 0, out
+    assert len(ray.submitted) == 1 and len(driver.calls) == 1
 
 
 def test_preflight_false_runs_no_probe(ray, ray_config, capsys):
