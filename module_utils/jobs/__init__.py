@@ -9,7 +9,9 @@ verl/ and jobspec/ (tests/unit/module_utils/test_layers.py holds every package t
   submit.py     the submit pipeline: checks, preflight, record, submit
   preflight.py  the preflight: verl's config composed in the job's own Python (module_utils/verl/probe.py), on the
                 head, else on a worker through a Ray task, and its checks run
-  preflight_checks.py  what the preflight decides: flash attention without flash_attn, GPU bundles no node can hold
+  preflight_checks.py  what the preflight decides: overrides verl's config lacks (with where the setting lives
+                now), verl's start-up checks, flash attention without flash_attn, GPU bundles no node can hold
+  verdicts.py   the preflight's answers that passed, kept on the share per code, trainer, overrides and env
   step.py       one step of a job's life (finalise, deadlines, outage, progress, hang), taken by every follower
                 and by the watcher, so a job followed and one nobody follows end alike
   retry.py      the one retry rule (whether a failed job's next attempt is due)

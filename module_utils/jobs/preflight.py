@@ -19,6 +19,7 @@ import sys
 import tempfile
 
 from ansible.module_utils.jobs import preflight_checks as checks
+from ansible.module_utils.jobs import verdicts
 from ansible.module_utils.jobs.job import Failed
 from ansible.module_utils.jobspec import render
 from ansible.module_utils.jobspec.model import as_ray_config
@@ -44,12 +45,23 @@ def job_env(runtime_env):
 
 
 def run(module, spec, config, runtime_env, resume_path=None, nodes=None):
-    """Compose the job's config and check it, in the job's Python; raise Failed with one line, or return the facts."""
+    """Compose the job's config and check it, in the job's Python; raise Failed with one line, or return the facts
+    (`kept`: they are an earlier run's for the same code, trainer, overrides and env: verdicts.py)."""
     compose = render.compose_command(spec, config, resume_path)
     if compose is None:
         return None
-    python = shlex.split(as_ray_config(config).python)
+    ray_config = as_ray_config(config)
+    python = shlex.split(ray_config.python)
     probe = [*python, "-c", source(), json.dumps(checks.request(spec.workload)), *compose[len(python) + 1:]]
+    kept = verdicts.Kept(ray_config.shared_root, verdicts.digest(
+        python, probe[len(python):], runtime_env.get("env_vars"), spec.submission_id))
+    found = kept.facts()
+    if found is not None:
+        facts, problem, _ = judge(spec, (0, f"{verl_probe.MARK} {json.dumps(found[0])}", "", found[1]), nodes, compose)
+        if not problem:
+            return dict(facts, kept=True)
+        if not module.check_mode:
+            kept.forget()  # what passed then does not now (the cluster changed): the probe decides afresh
     answer = on_head(module, probe, job_env(runtime_env))
     if isinstance(answer, str):
         answer = on_worker(config, probe, runtime_env, nodes, spec.submission_id, answer)
@@ -63,6 +75,8 @@ def run(module, spec, config, runtime_env, resume_path=None, nodes=None):
         facts, problem, local = judge(spec, answer, nodes, compose)
     if problem:
         raise Failed(problem, compose_cmd=" ".join(compose))
+    if not module.check_mode:  # --check changes nothing, on the share neither
+        kept.keep(facts)
     return facts
 
 

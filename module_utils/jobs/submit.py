@@ -63,7 +63,9 @@ def submit(module, config):
     nodes = None  # the cluster's nodes, asked once: the preflight's checks, then the record's snapshot
     if module.params["preflight"] and info is None and spec.workload in TRAINERS:
         nodes = cluster_nodes(job)
-        compose(module, spec, config, runtime_env, resume_path, nodes)
+        facts = compose(module, spec, config, runtime_env, resume_path, nodes) or {}
+        shown["preflight"] = ("passed: the verdict kept for the same code, trainer, overrides and env"
+                              if facts.get("kept") else f"passed on {facts.get('where')}")
     if module.check_mode:
         what = "record would be completed" if resuming else f"would be submitted{noted(spec)}"
         return dict(job.result(JobStatus(job.sid, state=NEW), f"{job.sid} {what}"), changed=True, existed=resuming,
@@ -173,6 +175,7 @@ def compose(module, spec, config, runtime_env, resume_path=None, nodes=None):
     job's own Python (on the head, else on a worker), and check what it will ask: flash attention and its library,
     CPUs per GPU bundle (module_utils/jobs/preflight.py).
 
-    A misspelled override fails here in seconds with verl's own message; nothing is created then.
+    Every override verl's config lacks (with where the setting lives now) and every refusal of verl's own start-up
+    checks fail here in one message; nothing is created then. A verdict that passed is kept (verdicts.py).
     """
     return preflight.run(module, spec, config, runtime_env, resume_path, nodes)

@@ -12,7 +12,7 @@ import types
 import pytest
 from ansible.module_utils.base import ray_cluster as rc
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.jobs import preflight
+from ansible.module_utils.jobs import preflight, verdicts
 from ansible.module_utils.verl import probe as verl_probe
 from ray._raylet import RAY_INTERNAL_NAMESPACE_PREFIX
 from ray_job_harness import GRPO_SID, HEAD, WORKER, make_verl_spec, record, submit
@@ -269,3 +269,85 @@ def test_preflight_false_runs_no_probe(ray, ray_config, capsys):
     code, out = submit(capsys, ray_config, grpo(ray_config), preflight=False)  # the ray fixture refuses any command
     assert code == 0, out
     assert len(ray.submitted) == 1
+
+
+# Issue 32: the verdict kept per code, trainer, overrides and env (module_utils/jobs/verdicts.py).
+def kept_files(ray_config):
+    folder = os.path.join(ray_config["shared_root"], "jobs", verdicts.FOLDER)
+    return sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+
+
+@pytest.fixture(autouse=True)
+def share_jobs(ray_config):
+    """The jobs folder every shared root has (the shared_root role makes it); the kept verdicts go in it."""
+    os.makedirs(os.path.join(ray_config["shared_root"], "jobs"), exist_ok=True)
+
+
+def test_a_second_submission_of_the_same_spec_skips_the_probe(ray, ray_config, capsys, monkeypatch):
+    head = Head(monkeypatch, (0, probe_output(), ""))
+    code, out = submit(capsys, ray_config, grpo(ray_config))
+    assert code == 0 and out["preflight"] == "passed on the head" and len(kept_files(ray_config)) == 1, out
+    code, out = submit(capsys, ray_config, grpo(ray_config, submission_id="grpo-again"))
+    assert code == 0 and out["preflight"].startswith("passed: the verdict kept"), out
+    assert len(head.calls) == 1 and len(ray.submitted) == 2  # one probe for two submissions
+
+
+def test_another_override_or_code_runs_the_probe_again(ray, ray_config, capsys, monkeypatch):
+    head = Head(monkeypatch, (0, probe_output(), ""), (0, probe_output(), ""))
+    assert submit(capsys, ray_config, grpo(ray_config))[0] == 0
+    changed = grpo(ray_config, submission_id="grpo-lr", overrides=["actor_rollout_ref.actor.optim.lr=2e-6"])
+    code, out = submit(capsys, ray_config, changed)
+    assert code == 0 and out["preflight"] == "passed on the head", out
+    assert len(head.calls) == 2 and len(kept_files(ray_config)) == 2
+
+
+def test_check_mode_keeps_nothing(ray, ray_config, capsys, monkeypatch):
+    Head(monkeypatch, (0, probe_output(), ""))
+    code, out = submit(capsys, ray_config, grpo(ray_config), _ansible_check_mode=True)
+    assert code == 0 and kept_files(ray_config) == [], out
+
+
+@pytest.mark.parametrize("content", ['{"v": 1, "where": "the head", "facts": []}', "not json", "x" * (70 << 10)])
+def test_a_kept_verdict_of_another_shape_is_a_miss(ray, ray_config, capsys, monkeypatch, content):
+    head = Head(monkeypatch, (0, probe_output(), ""), (0, probe_output(), ""))
+    assert submit(capsys, ray_config, grpo(ray_config))[0] == 0
+    [name] = kept_files(ray_config)
+    with open(os.path.join(ray_config["shared_root"], "jobs", verdicts.FOLDER, name), "w", encoding="utf-8") as f:
+        f.write(content)
+    assert submit(capsys, ray_config, grpo(ray_config, submission_id="grpo-again"))[0] == 0
+    assert len(head.calls) == 2  # the probe ran again, and its answer is kept anew
+
+
+def test_a_kept_verdict_the_cluster_no_longer_passes_is_set_aside(ray, ray_config, capsys, monkeypatch):
+    Head(monkeypatch, (0, probe_output(resource="GPU"), ""))
+    gpu_worker = {**HEX_WORKER, "resources_total": {"CPU": 16.0, "GPU": 4.0, "worker_node": 1.0}}
+    monkeypatch.setattr(rc, "list_nodes", lambda url: [HEAD, gpu_worker])
+    assert submit(capsys, ray_config, grpo(ray_config, resources={"n_gpus_per_node": 4}))[0] == 0
+    smaller = {**gpu_worker, "resources_total": {"CPU": 8.0, "GPU": 4.0, "worker_node": 1.0}}
+    monkeypatch.setattr(rc, "list_nodes", lambda url: [HEAD, smaller])
+    head = Head(monkeypatch, (0, probe_output(resource="GPU"), ""))
+    driver = DriverRay(subprocess.CompletedProcess([], 0, probe_output(resource="GPU"), ""))
+    monkeypatch.setattr(preflight, "_import_ray", lambda: driver)
+    code, out = submit(capsys, ray_config, grpo(ray_config, submission_id="grpo-again", resources={"n_gpus_per_node": 4}))
+    assert code == 1 and "10.0.0.11 has 8 CPU, 4 GPU" in out["msg"] and len(head.calls) == 1, out
+    assert kept_files(ray_config) == []
+
+
+def test_the_key_leaves_out_the_id_and_secret_values():
+    args = ["-c", "src", "{}", "verl.trainer.main_ppo", "trainer.default_local_dir=/private/jobs/a-1/checkpoints"]
+    one = verdicts.digest(["python"], args, {"WANDB_API_KEY": "s1", "X": "/private/jobs/a-1"}, "a-1")
+    two = verdicts.digest(["python"], [a.replace("a-1", "b-2") for a in args],
+                          {"WANDB_API_KEY": "s2", "X": "/private/jobs/b-2"}, "b-2")
+    assert one == two and one != verdicts.digest(["python3"], args, {}, "a-1")
+
+
+def test_the_oldest_kept_verdicts_go_past_keep(tmp_path, monkeypatch):
+    monkeypatch.setattr(verdicts, "KEEP", 3)
+    (tmp_path / "jobs").mkdir(exist_ok=True)
+    for i in range(5):
+        kept = verdicts.Kept(str(tmp_path), f"{i:064x}")
+        kept.keep({"where": "the head", "resource": "CPU"})
+        os.utime(kept.path, (1000 + i, 1000 + i))
+    names = sorted(os.listdir(tmp_path / "jobs" / verdicts.FOLDER))
+    assert names == [f"{i:064x}.json" for i in (2, 3, 4)]
+    assert verdicts.Kept(str(tmp_path), f"{4:064x}").facts() == ({"resource": "CPU"}, "the head")
