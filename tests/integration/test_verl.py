@@ -6,7 +6,9 @@ import shutil
 import tarfile
 
 import pytest
+import yaml
 from conftest import IPS, RECORDS, ROOT, WORKER1, WORKER2, new_id, playbook
+from jobs_helpers import ray_jobs
 
 SNAPSHOTS = os.path.join(ROOT, ".lab", "private", "common", "code", "verl")
 SDIST = os.path.join(ROOT, ".lab", "src", "verl-0.9.1.tar.gz")
@@ -124,3 +126,46 @@ def test_ppo_and_grpo_compose_against_real_verl(spec, estimator):
         assert "critic.model.path" not in run.out
     else:
         assert "critic.model.path=/private/common/tiny/model" in run.out
+
+
+# The lab's model, reward and size, given with -e as a site would (the script's own name paths on another machine).
+LAB_SIZE = ["-e", "resources.nnodes=1", "-e", "resources.n_gpus_per_node=1", "-e", "model_path=/private/common/tiny/model",
+            "-e", "reward_fn_path=/private/common/tiny/reward/tiny_reward.py"]
+STALE = {"critic.model.fsdp_config.param_offload": "critic.fsdp.param_offload",
+         "critic.model.fsdp_config.optimizer_offload": "critic.fsdp.optimizer_offload",
+         "trainer.use_legacy_worker_impl": None}
+
+
+def test_an_imported_verl_script_and_one_preflight_naming_every_stale_key():
+    """Issue 32: import.yml reads a launch script (never runs it) into a ppo spec whose overrides hold no key the spec
+    owns; one submit.yml --check of it names all three keys verl 0.9.1 lacks, with where the critic's offload went."""
+    from ansible.module_utils.jobspec.owned import OWNED_KEYS
+
+    name = new_id("imported")
+    path = os.path.join(ROOT, "jobspecs", f"{name}.yaml")
+    script = os.path.join(ROOT, "tests", "unit", "data", "verl_scripts", "ppo_gsm8k.sh")
+    try:
+        imported = playbook("import.yml", "-e", f"script={script}", "-e", f"spec={name}", *LAB_SIZE)
+        with open(path, encoding="utf-8") as handle:
+            spec = yaml.safe_load(handle)
+        keys = [o.split("=", 1)[0] for o in spec["overrides"]]
+        assert spec["workload"] == "ppo" and not set(keys) & set(OWNED_KEYS), spec
+        assert keys.index("critic.model.fsdp_config.param_offload") < keys.index("trainer.use_legacy_worker_impl")
+        for run in (imported, playbook("submit.yml", "-e", f"spec={name}", "--check", *LAB_SIZE)):
+            assert run.rc != 0 and "found 3 problems" in run.out, run
+            for key, moved in STALE.items():
+                assert f"override {key}: not in verl 0.9.1's config" in run.out, run
+                assert moved is None or f"same setting at {moved}" in run.out, run
+            assert "To append to your config use +" not in run.out
+    finally:
+        if os.path.exists(path):
+            os.unlink(path)
+
+
+def test_a_micro_batch_set_twice_is_refused_in_verls_words_before_ray_sees_the_job():
+    sid = new_id("twice")
+    both = ["actor_rollout_ref.actor.ppo_micro_batch_size=128", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4"]
+    run = playbook("submit.yml", "-e", "spec=grpo", "-e", f"submission_id={sid}", "-e", json.dumps({"overrides": both}))
+    assert run.rc != 0 and "You have set both 'actor.ppo_micro_batch_size' AND 'actor.ppo_micro_batch_size_per_gpu'" \
+        in run.out, run
+    assert sid not in ray_jobs() and not os.path.exists(os.path.join(RECORDS, sid))
