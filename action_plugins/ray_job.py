@@ -196,6 +196,7 @@ class ActionModule(ActionBase):
         of this command, resumed it), else submit the next attempt when the retry rule (retry.py) says it is due.
 
         spec: the job's spec as this run resolved it (secrets included), or None to take it from the record."""
+        followed = {last.get("submission_id")}
         while not last.get("failed") and last.get("state") == "FAILED":
             try:
                 status = JobStatus.from_dict(last.get("status"), where=f"{last.get('submission_id')}'s status")
@@ -203,7 +204,11 @@ class ActionModule(ActionBase):
                 return {**last, "failed": True, "msg": f"{exc}; not retried"}
             planned = module(action="attempt", submission_id=last["submission_id"])
             newest = planned.get("newest")
+            if newest in followed - {last["submission_id"]}:  # links on the share that lead back: never a loop
+                return {**last, "failed": True, "msg": f"{last['submission_id']}: its attempts' links lead back to "
+                        f"{newest}: not followed again; look at both with job.yml -e id=ID"}
             if newest and newest != last["submission_id"]:
+                followed.add(newest)
                 self._show(f"{last['submission_id']}: FAILED; following its newest attempt, {newest}")
                 last = self._follow(module, newest, None, poll_s)
                 continue
@@ -259,6 +264,10 @@ class ActionModule(ActionBase):
         if submitted.get("failed") or self._task.check_mode:
             return submitted
         if submitted.get("existed"):
+            again = module(action="attempt", submission_id=submission_id)
+            if again.get("newest") == attempt.submission_id:  # the watcher submitted it meanwhile: follow that one
+                self._show(f"{attempt.submission_id}: submitted by another run; following it")
+                return self._follow(module, attempt.submission_id, None, poll_s) if follow_it else submitted
             return {"failed": True, "msg": f"{attempt.submission_id} exists already: its record was not linked "
                     f"to {planned.get('root')}; look at it with job.yml -e id={attempt.submission_id}"}
         resumed = ResumedFrom.of(submitted.get("resumed_from"))  # the module's own result: a mapping or absent

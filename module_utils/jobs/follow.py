@@ -5,7 +5,7 @@ import time
 from ansible.module_utils.base import conventions, files
 from ansible.module_utils.base.files import RecordError
 from ansible.module_utils.jobs import client as jc
-from ansible.module_utils.jobs import driver_log, evidence, reconcile, step
+from ansible.module_utils.jobs import driver_log, evidence, reconcile, record, step
 from ansible.module_utils.jobs.job import Failed
 
 # Lines of the driver log that action=logs returns, out of at most its last LOG_TAIL_BYTES.
@@ -26,8 +26,9 @@ def follow(module, job):
         done = step.step(job, status, last_seen_ms=last_seen_ms, look=look)
         last_seen_ms, status = None, done.status  # an outage is noted on the first step
         if done.verb == step.UNREADABLE:
-            raise Failed(f"{job.sid}: Ray does not know this job and its {status.rebuilt}; the record is unchanged",
-                         **job.result(status, f"{job.sid}: unknown to Ray"))
+            known = "" if status.rebuilt.startswith(record.UNREADABLE) else "Ray does not know this job and "
+            raise Failed(f"{job.sid}: {known}its {status.rebuilt}; the record is unchanged",
+                         **job.result(status, f"{job.sid}: {status.rebuilt}"))
         if done.verb == step.UNKNOWN:
             status = reconcile.forgotten(job, status)  # fails naming why, unless the head restarted just now
             return job.result(status, evidence.final_line(job, status))
@@ -38,7 +39,6 @@ def follow(module, job):
         if look:
             return job.result(status, evidence.progress_line(job, done.info, status, done.log))
         time.sleep(1)
-        status = job.status()
 
 
 def stop(module, job):
@@ -60,7 +60,7 @@ def refresh(module, job):
     """action=status/logs: one step (step.py) brings the record up to date with Ray. Returns the status, the driver
     log (driver_log.refresh_log's, "" when not looked at) and Ray's JobInfo (None: Ray does not know it)."""
     status = job.status()
-    done = step.step(job, status, check_mode=module.check_mode)
+    done = step.step(job, status, check_mode=module.check_mode, act=False)  # a look: it never stops the job
     status, info, log = done.status, done.info, done.log
     if done.verb == step.UNKNOWN and not module.check_mode:
         status = reconcile.forgotten(job, status)  # fails naming why, unless the head restarted just now

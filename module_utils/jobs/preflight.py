@@ -18,6 +18,7 @@ import shlex
 import sys
 import tempfile
 
+from ansible.module_utils.base.redaction import secret_names
 from ansible.module_utils.jobs import preflight_checks as checks
 from ansible.module_utils.jobs import verdicts
 from ansible.module_utils.jobs.job import Failed
@@ -53,15 +54,13 @@ def run(module, spec, config, runtime_env, resume_path=None, nodes=None):
     ray_config = as_ray_config(config)
     python = shlex.split(ray_config.python)
     probe = [*python, "-c", source(), json.dumps(checks.request(spec.workload)), *compose[len(python) + 1:]]
-    kept = verdicts.Kept(ray_config.shared_root, verdicts.digest(
-        python, probe[len(python):], runtime_env.get("env_vars"), spec.submission_id))
-    found = kept.facts()
-    if found is not None:
-        facts, problem, _ = judge(spec, (0, f"{verl_probe.MARK} {json.dumps(found[0])}", "", found[1]), nodes, compose)
-        if not problem:
-            return dict(facts, kept=True)
-        if not module.check_mode:
-            kept.forget()  # what passed then does not now (the cluster changed): the probe decides afresh
+    found = verdicts.fingerprint(spec, python)
+    kept = found and verdicts.Kept(ray_config.shared_root, verdicts.digest(
+        python, probe[len(python):], runtime_env, spec.submission_id, secret_names(ray_config.secret_env_names),
+        found))
+    facts = kept and kept_facts(spec, kept, nodes, compose, module.check_mode)
+    if facts:
+        return facts
     answer = on_head(module, probe, job_env(runtime_env))
     if isinstance(answer, str):
         answer = on_worker(config, probe, runtime_env, nodes, spec.submission_id, answer)
@@ -75,9 +74,25 @@ def run(module, spec, config, runtime_env, resume_path=None, nodes=None):
         facts, problem, local = judge(spec, answer, nodes, compose)
     if problem:
         raise Failed(problem, compose_cmd=" ".join(compose))
-    if not module.check_mode:  # --check changes nothing, on the share neither
+    if kept and not module.check_mode:  # --check changes nothing, on the share neither
         kept.keep(facts)
     return facts
+
+
+def kept_facts(spec, kept, nodes, compose, check_mode):
+    """The facts of a kept answer that still passes the checks, or None (then the probe runs)."""
+    found = kept.facts()
+    if found is None:
+        return None
+    try:
+        facts, problem, _ = judge(spec, (0, f"{verl_probe.MARK} {json.dumps(found[0])}", "", found[1]), nodes, compose)
+    except Exception:  # noqa: BLE001 - kept facts of a shape the checks break on are a miss, never an error
+        problem = "unusable"
+    if not problem:
+        return dict(facts, kept=True)
+    if not check_mode:
+        kept.forget()  # what passed then does not now (the cluster changed): the probe decides afresh
+    return None
 
 
 def judge(spec, answer, nodes, compose):

@@ -29,6 +29,8 @@ STATUS_LOCK_FILE = ".status.lock"  # held only while status.json is read, merged
 UNTRUSTED_SUFFIX = ".untrusted-"
 # A rebuilt status's `rebuilt` when there was no status.json at all.
 LOST = "status.json is lost"
+# ... and when it is there but could not be read at all (nothing is judged from that guess, nothing written over it).
+UNREADABLE = "status.json cannot be read now"
 # The most read of a record's status.json, spec or preflight.json (bytes): more is not the module's.
 STATUS_CAP = 1 << 20
 PREFLIGHT_CAP = 64 << 10
@@ -179,6 +181,8 @@ class Record:
         """The record's status: status.json, or, when it is lost or cannot be trusted, one rebuilt from the record."""
         try:
             status = self.read_status()
+        except UnreadableStatus as exc:  # an I/O error (EIO, ESTALE on NFS) may pass: see step.py
+            return self.rebuilt(f"{UNREADABLE} ({exc})")
         except RecordError as exc:
             return self.rebuilt(f"status.json is untrusted ({exc})")
         return status if status is not None else self.rebuilt(LOST)

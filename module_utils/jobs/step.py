@@ -12,7 +12,7 @@ import time
 
 from ansible.module_utils.base import conventions
 from ansible.module_utils.jobs import client as jc
-from ansible.module_utils.jobs import driver_log, evidence, hang, reconcile
+from ansible.module_utils.jobs import driver_log, evidence, hang, reconcile, record
 from ansible.module_utils.jobs.job import Failed
 from ansible.module_utils.jobs.record import now_ms
 
@@ -32,13 +32,18 @@ class Step:
         self.verb, self.status, self.info, self.log = verb, status, info, log
 
 
-def step(job, status, check_mode=False, head_started=None, last_seen_ms=None, look=True):
+def step(job, status, check_mode=False, head_started=None, last_seen_ms=None, look=True, act=True):
     """One step for the open record of job, whose status the caller read (job.status()).
 
     head_started: the head's start (ms) when the caller knows it (the watcher reads it once per pass).
-    last_seen_ms: when a follower last saw the job through the head (a head outage is noted from it)."""
+    last_seen_ms: when a follower last saw the job through the head (a head outage is noted from it).
+    act: whether this step may stop the job (its timeouts, a hang); job.yml's status and logs only look."""
     if status.final:
         return Step(FINAL, status)
+    if status.rebuilt and status.rebuilt.startswith(record.UNREADABLE):
+        # status.json is there but could not be read (EIO, ESTALE on NFS: it may pass): nothing is judged from the
+        # guess Record.status rebuilt. One that was read and not trusted is kept aside and rebuilt with Ray's help.
+        return Step(UNREADABLE, status)
     info = job.info()
     if info is None:
         if status.rebuilt:  # no status.json to say it was submitted: never finalised from a guess
@@ -53,7 +58,10 @@ def step(job, status, check_mode=False, head_started=None, last_seen_ms=None, lo
     if last_seen_ms and evidence.note_outage(
             status, summary["start_time"], head_started or job.client.head_started_ms(), last_seen_ms, "wait"):
         job.save_status(status)
-    reason = overdue(summary, status, now_ms())
+    # A stop already asked (by a person, Slurm, or for a reason of ours) is never overwritten by another reason:
+    # Ray may take a while to stop the job, and a person's stop must not turn into a retried hang.
+    stopping = status.reason in conventions.OWN_STOP_REASONS or job.record.stop_request()
+    reason = overdue(summary, status, now_ms()) if act and not stopping else None
     if reason:
         status.state = summary["status"]  # what Ray said before the stop, kept if Ray forgets the job meanwhile
         info = stop_for(job, status, reason)
@@ -67,7 +75,7 @@ def step(job, status, check_mode=False, head_started=None, last_seen_ms=None, lo
         return Step(OPEN, status, info)
     log = driver_log.refresh_log(job)
     status.state = summary["status"]
-    ended = look_for_hang(job, status, info, log)
+    ended = look_for_hang(job, status, info, log) if act and not stopping else None
     if ended is not None:
         return Step(FINALIZED, ended, info, log)
     job.save_status(status)
@@ -121,6 +129,10 @@ def look_for_hang(job, status, info, log):
     (reason HUNG), per its spec. Returns the final status when the job was stopped and finalised, else None."""
     if jc.summary(info)["status"] != "RUNNING":
         return None
+    if status.stall and status.stall.action == "stop":
+        # Found hung before, and the stop failed then (a stop that worked leaves reason HUNG): ask Ray again.
+        info = stop_for(job, status, conventions.HUNG_REASON)
+        return evidence.finalize(job, info, status) if jc.is_terminal(info) else None
     now = now_ms()
     hang.track(status, log, now)
     stall = hang.hung(status, now)

@@ -53,7 +53,7 @@ def watch(module, config):
             result["finalized"].append(sid)
             result["ended"][sid] = status.state + (f" ({status.reason})" if status.reason else "") + (
                 f": {status.diagnosis.kind}" if status.diagnosis else "")
-            if retry.due(status)[0]:
+            if retry.due(status, 0)[0]:  # the plugin counts the attempts made
                 result["retry"].append(sid)
         elif verb == "unreadable":
             result["unreadable"].append(f"{sid}: {status.rebuilt}")

@@ -350,3 +350,16 @@ def test_a_wait_on_a_job_the_watcher_retried_follows_the_newest_attempt(monkeypa
     last = failed_last("HUNG", "hung", [])  # not retryable by its own rule: the attempt was made by hand
     result = plugin._retries(lambda **kw: {"newest": "j-r1", "attempts_made": 1, "failed": True}, last, None, {}, 5)
     assert followed == ["j-r1"] and result["state"] == "SUCCEEDED"
+
+
+def test_attempt_links_that_lead_back_are_never_followed_in_a_loop(monkeypatch):
+    """Anyone who can write the share can make A's newest attempt B and B's newest A: followed once each, then one
+    line."""
+    plugin = make_action({}, {}, lambda **kw: pytest.fail("no module call"))
+    plugin._host, follows = "head", []
+    monkeypatch.setattr(plugin, "_follow", lambda module, sid, out, poll: follows.append(sid)
+                        or dict(failed_last(None, "unknown", []), submission_id=sid))
+    newest = {"j": "k", "k": "j"}
+    result = plugin._retries(lambda **kw: {"newest": newest[kw["submission_id"]], "attempts_made": 1},
+                             failed_last(None, "unknown", []), None, {}, 5)
+    assert follows == ["k"] and result["failed"] and "lead back to j" in result["msg"], result

@@ -283,7 +283,14 @@ def share_jobs(ray_config):
     os.makedirs(os.path.join(ray_config["shared_root"], "jobs"), exist_ok=True)
 
 
-def test_a_second_submission_of_the_same_spec_skips_the_probe(ray, ray_config, capsys, monkeypatch):
+@pytest.fixture
+def keepable(monkeypatch):
+    """A job whose verdict may be kept (a code snapshot, a venv's Python on the head): fingerprint() is tested below
+    on real folders."""
+    monkeypatch.setattr(verdicts, "fingerprint", lambda spec, python: {"packages": [[1, 2, 3, 4]]})
+
+
+def test_a_second_submission_of_the_same_spec_skips_the_probe(ray, ray_config, capsys, monkeypatch, keepable):
     head = Head(monkeypatch, (0, probe_output(), ""))
     code, out = submit(capsys, ray_config, grpo(ray_config))
     assert code == 0 and out["preflight"] == "passed on the head" and len(kept_files(ray_config)) == 1, out
@@ -292,7 +299,7 @@ def test_a_second_submission_of_the_same_spec_skips_the_probe(ray, ray_config, c
     assert len(head.calls) == 1 and len(ray.submitted) == 2  # one probe for two submissions
 
 
-def test_another_override_or_code_runs_the_probe_again(ray, ray_config, capsys, monkeypatch):
+def test_another_override_or_code_runs_the_probe_again(ray, ray_config, capsys, monkeypatch, keepable):
     head = Head(monkeypatch, (0, probe_output(), ""), (0, probe_output(), ""))
     assert submit(capsys, ray_config, grpo(ray_config))[0] == 0
     changed = grpo(ray_config, submission_id="grpo-lr", overrides=["actor_rollout_ref.actor.optim.lr=2e-6"])
@@ -301,14 +308,15 @@ def test_another_override_or_code_runs_the_probe_again(ray, ray_config, capsys, 
     assert len(head.calls) == 2 and len(kept_files(ray_config)) == 2
 
 
-def test_check_mode_keeps_nothing(ray, ray_config, capsys, monkeypatch):
+def test_check_mode_keeps_nothing(ray, ray_config, capsys, monkeypatch, keepable):
     Head(monkeypatch, (0, probe_output(), ""))
     code, out = submit(capsys, ray_config, grpo(ray_config), _ansible_check_mode=True)
     assert code == 0 and kept_files(ray_config) == [], out
 
 
-@pytest.mark.parametrize("content", ['{"v": 1, "where": "the head", "facts": []}', "not json", "x" * (70 << 10)])
-def test_a_kept_verdict_of_another_shape_is_a_miss(ray, ray_config, capsys, monkeypatch, content):
+@pytest.mark.parametrize("content", ['{"v": 1, "where": "the head", "facts": []}', "not json", "x" * (70 << 10),
+                                     '{"v": 1, "where": "the head", "facts": {"attention": 5, "cpus_per_bundle": [1]}}'])
+def test_a_kept_verdict_of_another_shape_is_a_miss(ray, ray_config, capsys, monkeypatch, keepable, content):
     head = Head(monkeypatch, (0, probe_output(), ""), (0, probe_output(), ""))
     assert submit(capsys, ray_config, grpo(ray_config))[0] == 0
     [name] = kept_files(ray_config)
@@ -318,7 +326,7 @@ def test_a_kept_verdict_of_another_shape_is_a_miss(ray, ray_config, capsys, monk
     assert len(head.calls) == 2  # the probe ran again, and its answer is kept anew
 
 
-def test_a_kept_verdict_the_cluster_no_longer_passes_is_set_aside(ray, ray_config, capsys, monkeypatch):
+def test_a_kept_verdict_the_cluster_no_longer_passes_is_set_aside(ray, ray_config, capsys, monkeypatch, keepable):
     Head(monkeypatch, (0, probe_output(resource="GPU"), ""))
     gpu_worker = {**HEX_WORKER, "resources_total": {"CPU": 16.0, "GPU": 4.0, "worker_node": 1.0}}
     monkeypatch.setattr(rc, "list_nodes", lambda url: [HEAD, gpu_worker])
@@ -335,10 +343,56 @@ def test_a_kept_verdict_the_cluster_no_longer_passes_is_set_aside(ray, ray_confi
 
 def test_the_key_leaves_out_the_id_and_secret_values():
     args = ["-c", "src", "{}", "verl.trainer.main_ppo", "trainer.default_local_dir=/private/jobs/a-1/checkpoints"]
-    one = verdicts.digest(["python"], args, {"WANDB_API_KEY": "s1", "X": "/private/jobs/a-1"}, "a-1")
-    two = verdicts.digest(["python"], [a.replace("a-1", "b-2") for a in args],
-                          {"WANDB_API_KEY": "s2", "X": "/private/jobs/b-2"}, "b-2")
-    assert one == two and one != verdicts.digest(["python3"], args, {}, "a-1")
+    found = {"packages": [[1, 2, 3, 4]]}
+
+    def key(python, sid, env, names=(), found=found, pip=None):
+        runtime_env = {"env_vars": env, **({"pip": pip} if pip else {})}
+        return verdicts.digest(python, [a.replace("a-1", sid) for a in args], runtime_env, sid,
+                               ["WANDB_API_KEY", *names], found)
+
+    one = key(["python"], "a-1", {"WANDB_API_KEY": "s1", "X": "/private/jobs/a-1"})
+    assert one == key(["python"], "b-2", {"WANDB_API_KEY": "s2", "X": "/private/jobs/b-2"})
+    assert one != key(["python3"], "a-1", {"WANDB_API_KEY": "s1", "X": "/private/jobs/a-1"})
+    assert one != key(["python"], "a-1", {"WANDB_API_KEY": "s1", "X": "/private/jobs/a-1"}, pip=["verl==0.9.2"])
+    assert one != key(["python"], "a-1", {"WANDB_API_KEY": "s1", "X": "/private/jobs/a-1"}, found={"packages": []})
+    # A site's own secret name: its value leaves no trace in the key either.
+    assert key(["python"], "a-1", {"SITE_TOKEN_X": "v1"}, ["SITE_TOKEN_X"]) == \
+        key(["python"], "a-1", {"SITE_TOKEN_X": "v2"}, ["SITE_TOKEN_X"])
+
+
+def venv_python(tmp_path):
+    python = tmp_path / "venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text("")
+    (tmp_path / "venv" / "lib" / "python3.11" / "site-packages").mkdir(parents=True)
+    return str(python)
+
+
+def test_a_verdict_is_kept_only_for_a_snapshot_and_a_venvs_python_and_changes_with_them(tmp_path):
+    spec = types.SimpleNamespace(code_id="verl-0.9.1", user_code=False, model_path=str(tmp_path / "model"),
+                                 shared_root=str(tmp_path / "share"))
+    python = [venv_python(tmp_path)]
+    first = verdicts.fingerprint(spec, python)
+    assert first is not None
+    assert verdicts.fingerprint(types.SimpleNamespace(**{**vars(spec), "code_id": None}), python) is None
+    assert verdicts.fingerprint(types.SimpleNamespace(**{**vars(spec), "user_code": True}), python) is None
+    assert verdicts.fingerprint(spec, ["python"]) is None  # not a path on the head: a worker's Python
+    assert verdicts.fingerprint(spec, ["/usr/bin/env"]) is None  # not a venv's
+    (tmp_path / "venv" / "lib" / "python3.11" / "site-packages" / "verl-0.9.2.dist-info").mkdir()  # pip install -U
+    second = verdicts.fingerprint(spec, python)
+    assert second != first
+    plugins = tmp_path / "share" / "common" / "code" / "plugins" / "verl_cpu"
+    plugins.mkdir(parents=True)
+    assert verdicts.fingerprint(spec, python) != second
+
+
+def test_prune_leaves_what_is_not_a_file(tmp_path, monkeypatch):
+    monkeypatch.setattr(verdicts, "KEEP", 1)
+    (tmp_path / "jobs" / verdicts.FOLDER / "odd.json").mkdir(parents=True)
+    for i in range(3):
+        verdicts.Kept(str(tmp_path), f"{i:064x}").keep({"where": "the head"})
+    names = sorted(os.listdir(tmp_path / "jobs" / verdicts.FOLDER))
+    assert len(names) == 2 and "odd.json" in names
 
 
 def test_the_oldest_kept_verdicts_go_past_keep(tmp_path, monkeypatch):

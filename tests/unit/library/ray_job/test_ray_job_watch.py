@@ -113,3 +113,71 @@ def test_a_cluster_it_cannot_read_fails_the_pass_and_changes_nothing(ray, ray_co
     code, out = run(capsys, action="watch", ray_config=ray_config)
     assert code == 1 and out["msg"].startswith("cannot talk to Ray's job API") and files(record(ray_config)) == before
 
+
+
+# Issue 31's review of the one step (module_utils/jobs/step.py): what a step may never do.
+def test_a_hang_stop_that_failed_once_is_asked_again(ray, ray_config, capsys, dumped):
+    start(capsys, ray, ray_config, timeouts={"stall_s": 300, "max_run_s": None}, retries={"max": 1, "on": ["hung"]})
+    ray.logs[SID] = STEPS
+    watch(capsys, ray_config)
+    ray.clock.now += 400
+    real, ray.stop_job = ray.stop_job, lambda sid: (_ for _ in ()).throw(RuntimeError("dashboard 503"))
+    out = watch(capsys, ray_config)
+    assert out["errors"] and ray.stopped == []  # the stacks are taken, the stop failed: one line, record kept
+    ray.stop_job = real
+    ray.clock.now += 10
+    out = watch(capsys, ray_config)
+    assert ray.stopped == [SID] and out["finalized"] == [SID] and status_of(ray_config)["reason"] == "HUNG"
+    assert dumped == [SID]  # the stacks were taken once
+
+
+def test_status_and_logs_only_look_they_never_stop_an_overdue_job(ray, ray_config, capsys):
+    start(capsys, ray, ray_config, timeouts={"max_run_s": 60})
+    ray.clock.now += 120
+    for action in ("status", "logs"):
+        code, _ = run(capsys, action=action, submission_id=SID, ray_config=ray_config)
+        assert code == 0 and ray.stopped == []
+    assert watch(capsys, ray_config)["finalized"] == [SID] and ray.stopped == [SID]  # the watcher acts
+
+
+def test_check_mode_changes_no_record_and_stops_nothing(ray, ray_config, capsys):
+    start(capsys, ray, ray_config, timeouts={"max_run_s": 60, "stall_s": 300})
+    ray.logs[SID] = STEPS
+    ray.clock.now += 120
+    before = files(record(ray_config))
+    for action in ("status", "logs", "wait", "attempt"):
+        run(capsys, action=action, submission_id=SID, ray_config=ray_config, _ansible_check_mode=True)
+    run(capsys, action="watch", ray_config=ray_config, _ansible_check_mode=True)
+    assert files(record(ray_config)) == before and ray.stopped == []
+
+
+def test_a_status_json_unreadable_for_a_moment_is_never_rebuilt_over(ray, ray_config, capsys, monkeypatch):
+    from ansible.module_utils.jobs import record as jr
+
+    start(capsys, ray, ray_config, retries={"max": 2, "on": ["node_died"]})
+    before = status_of(ray_config)
+    real = jr.Record.read_status
+    ray.set(SID, "FAILED", driver_exit_code=1, end_time=int(ray.clock.now * 1000) + 1000,
+            message="NodeDiedError: node has been marked dead")
+    monkeypatch.setattr(jr.Record, "read_status", lambda self: (_ for _ in ()).throw(
+        jr.UnreadableStatus(f"{self.path['status']}: cannot be read (Stale file handle)")))
+    code, out = run(capsys, action="wait", submission_id=SID, ray_config=ray_config, poll_s=2)
+    assert code == 1 and "cannot be read now" in out["msg"], out
+    assert watch(capsys, ray_config)["finalized"] == []  # the watcher judges nothing from it either
+    monkeypatch.setattr(jr.Record, "read_status", real)
+    after = status_of(ray_config)
+    assert after["retries"] == before["retries"] and after["submitted_at"] == before["submitted_at"]
+    assert not after["final"]  # the next look, with the file readable, finalises it from the record
+
+
+def test_a_persons_stop_ray_is_slow_to_honour_never_becomes_a_retried_hang(ray, ray_config, capsys, dumped):
+    start(capsys, ray, ray_config, timeouts={"stall_s": 300, "max_run_s": None}, retries={"max": 1, "on": ["hung"]})
+    ray.logs[SID] = STEPS
+    watch(capsys, ray_config)
+    ray.clock.now += 250
+    ray.stop_to = None  # Ray takes its time (a driver stuck in a collective ignores SIGTERM)
+    run(capsys, action="stop", submission_id=SID, ray_config=ray_config)
+    assert status_of(ray_config)["reason"] == "STOPPED_BY_USER"
+    ray.clock.now += 400  # long past stall_s
+    out = watch(capsys, ray_config)
+    assert dumped == [] and status_of(ray_config)["reason"] == "STOPPED_BY_USER" and out["retry"] == [], out
