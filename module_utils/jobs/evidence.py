@@ -10,8 +10,8 @@ import time
 
 from ansible.module_utils.base import conventions, files
 from ansible.module_utils.base import ray_cluster as rc
+from ansible.module_utils.jobs import blame, driver_log, hang, progress
 from ansible.module_utils.jobs import client as jc
-from ansible.module_utils.jobs import driver_log, hang, progress
 from ansible.module_utils.jobs.record import json_text, now_ms, read_json
 from ansible.module_utils.jobs.status import Merge, Outage, final_state
 from ansible.module_utils.jobspec.fields import TRAINERS
@@ -76,17 +76,18 @@ def finalize(job, info, status):
     while True:
         state = status.state = final_state(summary["status"], status.reason)
         status.ended_short = ended_short(state, status.steps, spec)
-        files = {}
+        files, status.blame = {}, []
         if state != "SUCCEEDED":
             if evidence is None:
-                evidence = (collect_logs(job, summary), actors_text(job))
-            collected, actors = evidence
-            status.diagnosis = classify(job, log, collected, status)
+                evidence = (log_sources(job, log, collect_logs(job, summary)), actors_text(job))
+            sources, actors = evidence
+            status.diagnosis = classify(job, sources, status)
             # Only a failure can be a dead node's: a stopped job's driver node is alive, and waiting for it
             # to die would hold every stop for NODE_DEATH_WAIT_S.
             if status.diagnosis.kind == "unknown" and state == "FAILED":
                 found, nodes = driver_node_death(job, summary, nodes)
                 status.diagnosis = found or status.diagnosis
+            status.blame = blame.find(job, status, summary, nodes, actors, sources)
             files = {job.rec["nodes"]: json_text(nodes), job.rec["actors"]: actors,
                      job.rec["failure"]: job.redact(
                          f"state: {state} (ray: {summary['status']})\nreason: {status.reason}\n"
@@ -213,16 +214,21 @@ def collect_logs(job, summary):
     return collected
 
 
-def classify(job, log, collected, status):
-    """Why the job failed (module_utils/verl/diagnosis.py), from the end of the record's driver log (bounded, whatever the
-    log's size; else what this look saw of Ray's) and the logs collected."""
+def log_sources(job, log, collected):
+    """The logs a failure is judged from, as (the record's file, text): the end of the record's driver log (bounded,
+    whatever the log's size; else what this look saw of Ray's) and the logs collected (collect_logs)."""
     try:
         kept = files.read_text(job.rec["driver_log"], DIAGNOSIS_CAP, tail=True, base=job.rec["dir"])
     except (OSError, files.RecordError):
         kept = None
     text = conventions.printable(kept) if kept else log
-    found = diagnosis.classify([("logs/driver.log", text), *((f"debug/logs/{n}", t) for n, t in collected)],
-                               {"reason": status.reason, "error_type": status.error_type, "message": status.message})
+    return [("logs/driver.log", text), *((f"debug/logs/{os.path.basename(n)}", t) for n, t in collected)]
+
+
+def classify(job, sources, status):
+    """Why the job failed (module_utils/verl/diagnosis.py), from its logs (log_sources) and its status."""
+    found = diagnosis.classify(sources, {"reason": status.reason, "error_type": status.error_type,
+                                         "message": status.message})
     if found is None:
         return {"kind": "unknown", "evidence": None,
                 "hint": "no known signature: read logs/driver.log and debug/ (failure.txt, logs/)"}
@@ -248,5 +254,8 @@ def progress_line(job, info, status, log_text):
 
 
 def final_line(job, status):
+    """`<id>: FAILED (HUNG); blamed: 198.18.0.12 (w2): unreadable rank while others wait in a collective`."""
+    blamed = ", ".join(f"{b.node_ip}{f' ({b.host})' if b.host else ''}: {b.why}" for b in status.blame)
     return conventions.one_line(f"{job.sid}: {status.state}" + (f" ({status.reason})" if status.reason else "")
-                                + (f"; {status.ended_short}" if status.ended_short else ""))
+                                + (f"; {status.ended_short}" if status.ended_short else "")
+                                + (f"; blamed: {conventions.one_line(blamed, 400)}" if blamed else ""))

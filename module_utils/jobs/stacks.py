@@ -5,7 +5,10 @@ filtered by the job's job_id; node ids mapped to IPs through the node list). Eac
 /worker/traceback, which runs `py-spy dump` on the process's node through that node's agent; Ray answers 403 there
 unless the head's Ray runs with RAY_DASHBOARD_ENABLE_PROFILING=1 (ray_node_env). Each request has its own timeout
 and they run side by side, so a stopped process (py-spy may hang on it) costs one "no stack" line, never the dump.
-The stacks go into the record, redacted, under debug/stacks/<UTC time>/<node_ip>-<pid>-<name>.txt.
+The stacks go into the record, redacted, under debug/stacks/<UTC time>/<node_ip>-<pid>-<name>.txt, with one
+processes.json beside them: a record per process (its node, pid, class, whether its stack was read and what it waits
+in), which blame.py reads to name the node of a rank that cannot be read or is elsewhere while the others wait in a
+collective.
 """
 
 import http.client
@@ -20,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.base import conventions
 from ansible.module_utils.base import ray_cluster as rc
+from ansible.module_utils.base.files import json_text
 from ansible.module_utils.jobs import client as jc
 from ansible.module_utils.jobs.job import Failed
 from ansible.module_utils.jobs.record import now_ms
@@ -30,6 +34,7 @@ MAX_STACK_BYTES = 1 << 20  # a stack read is cut here
 MAX_API_BYTES = 32 << 20
 PARALLEL = 8
 STACKS_DIR = "debug/stacks"
+INDEX = "processes.json"  # a dump's per-process records, beside its stacks
 SUMMARY_WIDTH = 600
 LINE_WIDTH = 240
 PROFILING_OFF = "Profiling is disabled"  # Ray's 403 text on /worker/traceback
@@ -169,6 +174,8 @@ def dump(job, when_ms, procs=None):
             body = t["text"] if t["text"] is not None else f"no stack: {t['why']}\n"
             job.record.write_text(f"{directory}/{_file_name(t)}", job.redact(head + body))
             files.append(f"{rel}/{_file_name(t)}")
+        records = [_record(t, f) for t, f in zip(taken, files, strict=True)]
+        job.record.write_text(f"{directory}/{INDEX}", json_text(job.redact(records)))
     return {"dir": rel if files else None, "files": files, "summary": job.redact(told["summary"]),
             "lines": job.redact(told["lines"]), "processes": procs}
 
@@ -192,8 +199,10 @@ def _short(where):
 def _kind(qualname, where):
     """What a frame says the thread waits for: (kind, phrase), or None. py-spy 0.4 names methods Class.method."""
     func, low = qualname.rsplit(".", 1)[-1], where.rpartition(":")[0].lower() or where.lower()
+    # Every function of torch's c10d module is a process group's call: py-spy names all_gather_into_tensor's frame
+    # all_gather_single (torch 2.13), which no list of names would have.
     if func in _COLLECTIVES or (func in _POINT and ("distributed" in low or "collective" in low)) \
-            or any(b in low for b in _BACKENDS):
+            or low.endswith("distributed_c10d.py") or any(b in low for b in _BACKENDS):
         return "collective", f"waits in {func}"
     if low.endswith("ray/_private/worker.py") and func in ("get", "wait", "get_objects"):
         return "ray", "waits in ray." + ("get" if func == "get_objects" else func)
@@ -207,7 +216,13 @@ def _kind(qualname, where):
 def verdict(text):
     """One phrase for a py-spy dump: a collective wait, ray.get/wait, data loading, sleeping, else where the main
     thread is (its innermost frame). Linear in the text."""
-    threads, backend = [], None  # [(name, first frame, innermost kind found)]
+    return read(text)[1]
+
+
+def read(text):
+    """(kind, phrase, function) of a py-spy dump: kind is what the process waits in (collective, ray, data, sleep;
+    None: elsewhere), the phrase is verdict's, the function the frame it was told from (None: no Python frames)."""
+    threads, backend = [], None  # [(name, first frame, innermost (kind, phrase, function) found)]
     for line in text.splitlines():
         if line.startswith("Thread "):
             name = line.split('"')[1] if line.count('"') >= 2 else ""
@@ -220,15 +235,27 @@ def verdict(text):
         backend = backend or next((b for b in _BACKENDS if b in low), None)
         thread = threads[-1]
         thread[1] = thread[1] or frame
-        thread[2] = thread[2] or _kind(*frame)
+        kind = None if thread[2] else _kind(*frame)
+        thread[2] = thread[2] or (kind and (*kind, frame[0].rsplit(".", 1)[-1]))
     if not any(t[1] for t in threads):
-        return "no Python frames"
+        return None, "no Python frames", None
     found = [(_RANK[t[2][0]], t[0] != "MainThread", t[2]) for t in threads if t[2]]
     if found:
-        kind, phrase = min(found, key=lambda f: f[:2])[2]
-        return f"{phrase} ({backend})" if kind == "collective" and backend else phrase
+        kind, phrase, func = min(found, key=lambda f: f[:2])[2]
+        return kind, f"{phrase} ({backend})" if kind == "collective" and backend else phrase, func
     main = next((t for t in threads if t[0] == "MainThread" and t[1]), None) or next(t for t in threads if t[1])
-    return f"in {main[1][0]} ({_short(main[1][1])})"
+    return None, f"in {main[1][0]} ({_short(main[1][1])})", main[1][0]
+
+
+def _record(taken, stack_file):
+    """One process of a dump as processes.json keeps it: who and where, whether its stack was read (`stack`: taken
+    or none, and `why` not), what it waits in (`waits`: collective, ray, data, sleep or null) and `in` which function,
+    its stack's file (relative to the record), and whether the head refused it (`profiling_off`)."""
+    kind, what, func = read(taken["text"]) if taken["text"] is not None else (None, None, None)
+    return {"role": taken["role"], "name": taken["name"], "pid": taken["pid"], "node_ip": taken["node_ip"],
+            "node_id": taken["node_id"], "state": taken["state"], "stack": "none" if taken["text"] is None else "taken",
+            "waits": kind, "in": func, "what": what, "why": taken["why"], "profiling_off": bool(taken.get("off")),
+            "file": stack_file}
 
 
 def summarize(stacks):

@@ -6,10 +6,10 @@ value: a record is data anyone who can write the share may have shaped). Like Ra
 (dashboard/modules/job/common.py), the states say which are terminal, and a final record is never written over.
 FIELDS is a table in the project's one model language (module_utils/base/model.py, the JobSpec's too): it checks
 every status read and published, and the JSON Schema beside jobspec.schema.json (job_status.schema.json) is derived
-from it. Its objects are typed from the same table (model.part_class: Timeouts, Retries, Progress, Stall, Outage, ...):
-readers write status.timeouts.stall_s; a part status.json lacks (or holds null) reads as an empty part, falsy, and
-is written as null again. Steps and times in ms are bounded by base/files.py's STEP_MAX and MS_MAX, as every reader
-of a job's files bounds them. Standard library only: the module on the head imports it.
+from it. Its objects are typed from the same table (model.part_class: Timeouts, Retries, Progress, Stall, Outage,
+Blame, ...): readers write status.timeouts.stall_s; a part status.json lacks (or holds null) reads as an empty part,
+falsy, and is written as null again. Steps and times in ms are bounded by base/files.py's STEP_MAX and MS_MAX, as
+every reader of a job's files bounds them. Standard library only: the module on the head imports it.
 """
 
 from __future__ import annotations
@@ -64,6 +64,25 @@ _DIAGNOSIS = (F("kind", "str", "The failure's kind (module_utils/verl/diagnosis.
                   F("file", "str", "The record's file (or status.json)."), F("line", "str", "The line found."))),
               F("hint", "str", "What to do about it."))
 
+# Why a node is blamed (module_utils/jobs/blame.py), each a short phrase as status.json and the final line say it.
+BLAME_WHY = {
+    "unreadable": "unreadable rank while others wait in a collective",
+    "elsewhere": "rank outside the collective the others wait in",
+    "node_died": "node died",
+    "oom": "out of memory kill",
+    "gloo": "peer named by gloo",
+    "nccl": "peer named by NCCL",
+}
+ADDRESS = (r"^[0-9A-Fa-f.:]{2,45}$", "an IPv4 or IPv6 address")
+_BLAME = (model.Field("node_ip", "str", "The node's address.", required=True, pattern=ADDRESS),
+          model.Field("host", "str", "Its name (Ray's node_name, when it is not the address), null if unknown.",
+                      nullable=True),
+          model.Field("why", "str", "What points at it.", required=True, choices=tuple(BLAME_WHY.values())),
+          model.Field("evidence", "object", "The excerpt that does, and the record's file it is in.", required=True,
+                      open=True, fields=(model.Field("file", "str", "The record's file.", required=True),
+                                         model.Field("line", "str", "One line, bounded and redacted.",
+                                                     required=True))))
+
 FIELDS = (
     F("submission_id", "str", "The job's Ray submission id and record directory name.", nullable=False, required=True,
       pattern=conventions.ID_RULE),
@@ -117,6 +136,9 @@ FIELDS = (
         F("code_digest", "str", "The snapshot's digest."), F("marker_file", "str", "The marker's file."),
         F("ok", "bool", "verl came from the chosen code path."))),
     F("diagnosis", "object", "Why the job failed (module_utils/verl/diagnosis.py).", fields=_DIAGNOSIS),
+    F("blame", "list", ("The nodes a failed or hung attempt's evidence points at (module_utils/jobs/blame.py), "
+                        "strongest first; empty when it points at none (a bad config, a user's error)."),
+      nullable=False, default=[], item=model.Field("blame", "object", open=True, fields=_BLAME)),
     F("last_state", "str", "The state before a restarted head forgot the job.", choices=tuple(STATES)),
     F("head_started_at", "int", "When the restarted head started (ms).", **MS),
     F("attempts", "list", "The first job's resuming attempts' ids, oldest first.", nullable=False, default=[],
@@ -162,6 +184,7 @@ ResumedFrom = model.part_class(_BY_NAME["resumed_from"])
 Progress = model.part_class(_BY_NAME["progress"])
 Stall = model.part_class(_BY_NAME["stall"])
 Outage = model.part_class(_BY_NAME["outages"].item)
+Blame = model.part_class(_BY_NAME["blame"].item)
 
 
 def _named(path):
@@ -211,6 +234,7 @@ class JobStatus(model.Typed):
     metrics_note: str | None = None
     preflight: Preflight = None
     diagnosis: Diagnosis = None
+    blame: list[Blame] = dataclasses.field(default_factory=list)
     last_state: str | None = None
     head_started_at: int | None = None
     attempts: list = dataclasses.field(default_factory=list)

@@ -39,7 +39,9 @@ SIGNATURES = tuple(Signature(*row) for row in (
       "(sbatch --time) or resume the job from its last whole checkpoint")),
     ("cuda_oom", (r"CUDA out of memory", r"torch\.(cuda\.)?OutOfMemoryError"),
      "a GPU ran out of memory: lower the micro batch size, enable offload or gradient checkpointing"),
+    # Ray before 2.55 said "Task was killed ...", 2.60's raylet "N worker(s) were killed ..." (the node's IP follows).
     ("oom_kill", (r"ray\.exceptions\.OutOfMemoryError", r"Task was killed due to the node running low on memory",
+                  r"were killed due to the node running low on memory",
                   r"Killed process \d+ .*oom", r"oom-kill", r"memory usage threshold"),
      "a node ran out of host memory and Ray or the kernel killed a worker: lower batch sizes or add memory", True),
     ("hydra_config", (r"Could not override '", r"Key '[^'\n]{1,500}' is not in struct", r"ConfigCompositionException",
@@ -52,8 +54,10 @@ SIGNATURES = tuple(Signature(*row) for row in (
     ("runtime_env_too_large", (r"HTTPRequestEntityTooLarge", r"Request Entity Too Large",
                                r"exceeds the (maximum|limit)", r"Package size .* exceeds"),
      "the runtime_env upload is too large: put the code on the shared root and pick it with code_id"),
+    # gloo's own errors (torch's third_party/gloo/gloo/transport/tcp/pair.cc) name the peer: blame.py reads it.
     ("nccl_gloo", (r"connectFullMesh failed", r"\bNCCL error\b", r"ncclSystemError", r"ncclInternalError",
-                   r"ProcessGroupNCCL.*(timed out|Timeout)", r"Gloo.*(Connection refused|timed out)"),
+                   r"ProcessGroupNCCL.*(timed out|Timeout)", r"Gloo.*(Connection refused|timed out)",
+                   r"gloo/transport/tcp/pair\.cc:\d+\] (Connection closed by peer|Read error|Read timeout|Socket closed)"),
      "collectives could not connect: run doctor.yml, check NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME and firewalls",
      True),
     ("node_died", (r"has been marked dead", r"NodeDiedError", r"The actor died unexpectedly",

@@ -75,3 +75,15 @@ def test_a_raylet_killed_under_a_job_is_a_dead_node():
     line = ("\x1b[33m(raylet)\x1b[0m Raylet is terminated. Termination is unexpected. Possible reasons include: "
             "(1) SIGKILL by the user or system OOM killer")
     assert diagnosis.classify([("logs/driver.log", "Epoch 2/4:   0%|\n" + line + "\n")])["kind"] == "node_died"
+
+
+def test_ray_260s_oom_killer_and_gloos_own_errors_are_known():
+    """Ray 2.55 on says "N worker(s) were killed" (its raylet.out has no exception name); gloo in torch 2.13 names
+    the file and the peer (transport/tcp/pair.cc), with no "Gloo" word for the older pattern."""
+    oom = ("(raylet) 1 worker(s) were killed due to the node running low on memory. Memory on the node (IP: "
+           "10.0.0.13, ID: cc33) was 30.12GB used / 31.00GB limit (0.971613)")
+    assert diagnosis.classify([("debug/logs/cc33-raylet.out", oom)])["kind"] == "oom_kill"
+    gloo = ("RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed "
+            "by peer rank 1 ([10.0.0.12]:41187). This is typically caused by a remote worker crashing.")
+    assert diagnosis.classify([("debug/logs/w.err", gloo)])["kind"] == "nccl_gloo"
+    assert diagnosis.classify([("d", "redis: Connection closed by peer")]) is None

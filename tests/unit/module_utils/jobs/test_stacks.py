@@ -197,7 +197,15 @@ def test_stacks_of_a_running_job_go_into_its_record(running, dashboard, capsys):
     assert out["changed"] is True and out["state"] == "RUNNING"
 
     written = read_all(os.path.join(record(running["ray_config"]), taken["dir"]))
-    assert sorted(written) == [os.path.basename(f) for f in taken["files"]]
+    assert sorted(set(written) - {stacks.INDEX}) == [os.path.basename(f) for f in taken["files"]]
+    # Beside the stacks, a record per process: what blame reads (a rank unread while others wait in a collective).
+    index = json.loads(written[stacks.INDEX])
+    assert [(r["role"], r["node_ip"], r["pid"], r["stack"], r["waits"], r["in"], r["file"]) for r in index] == [
+        ("driver", W1, 3001, "none", None, None, taken["files"][0]),
+        ("actor", W1, 4711, "taken", "collective", "all_reduce", taken["files"][1]),
+        ("actor", W2, 4712, "none", None, None, taken["files"][2])]
+    assert index[0]["profiling_off"] and not index[2]["profiling_off"]
+    assert index[2]["why"] == "timed out after 0.5s: stopped?" and index[1]["what"] == "waits in all_reduce (gloo)"
     assert all(re.fullmatch(r"[A-Za-z0-9._-]+", name) for name in written)
     gloo = written["198.18.0.11-4711-TrainingWorker.txt"]
     assert gloo.startswith("# TrainingWorker pid 4711 on 198.18.0.11: waits in all_reduce (gloo)\n"
@@ -330,6 +338,11 @@ def stack(*frames, thread="MainThread", more=""):
     (stack("all_gather_into_tensor (torch/distributed/distributed_c10d.py:3010)", "step (train.py:9)"),
      "waits in all_gather_into_tensor"),
     (stack("recv (torch/distributed/distributed_c10d.py:2100)", "pipe (train.py:9)"), "waits in recv"),
+    # FSDP2 on torch 2.13, as the lab's hung SFT rank showed it: py-spy names all_gather_into_tensor's frame so.
+    (stack("all_gather_single (torch/distributed/distributed_c10d.py:4394)",
+           "_exception_logger.<locals>.wrapper (torch/distributed/c10d_logger.py:83)",
+           "foreach_all_gather (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py:364)"),
+     "waits in all_gather_single"),
     (stack("barrier (torch/distributed/distributed_c10d.py:4100)", "init (train.py:3)"), "waits in barrier"),
     (stack("_nccl_call (cupy/cuda/nccl.py:80)", "step (train.py:9)"), "waits in _nccl_call (nccl)"),
     (stack("wait (ray/_private/worker.py:3100)", "loop (driver.py:20)"), "waits in ray.wait"),
@@ -353,6 +366,13 @@ def stack(*frames, thread="MainThread", more=""):
 ])
 def test_what_a_stack_says(text, said):
     assert stacks.verdict(text) == said
+
+
+def test_what_a_stack_waits_in_and_where():
+    assert stacks.read(GLOO_STACK) == ("collective", "waits in all_reduce (gloo)", "all_reduce")
+    assert stacks.read(DRIVER_STACK) == ("ray", "waits in ray.get", "get_objects")
+    assert stacks.read(PYSPY_SLEEPING) == (None, "in inner (<string>:4)", "inner")
+    assert stacks.read("") == (None, "no Python frames", None)
 
 
 def test_alike_processes_are_told_once_and_the_summary_is_bounded():
