@@ -54,10 +54,10 @@ SIGNATURES = tuple(Signature(*row) for row in (
     ("runtime_env_too_large", (r"HTTPRequestEntityTooLarge", r"Request Entity Too Large",
                                r"exceeds the (maximum|limit)", r"Package size .* exceeds"),
      "the runtime_env upload is too large: put the code on the shared root and pick it with code_id"),
-    # gloo's own errors (torch's third_party/gloo/gloo/transport/tcp/pair.cc) name the peer: blame.py reads it.
+    # gloo's pair.cc errors ("Connection closed by peer ...") are not a kind of their own: a rank whose peer's node
+    # died logs them too, and signatures are tried in this order (node_died must win). blame.py reads the peer.
     ("nccl_gloo", (r"connectFullMesh failed", r"\bNCCL error\b", r"ncclSystemError", r"ncclInternalError",
-                   r"ProcessGroupNCCL.*(timed out|Timeout)", r"Gloo.*(Connection refused|timed out)",
-                   r"gloo/transport/tcp/pair\.cc:\d+\] (Connection closed by peer|Read error|Read timeout|Socket closed)"),
+                   r"ProcessGroupNCCL.*(timed out|Timeout)", r"Gloo.*(Connection refused|timed out)"),
      "collectives could not connect: run doctor.yml, check NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME and firewalls",
      True),
     ("node_died", (r"has been marked dead", r"NodeDiedError", r"The actor died unexpectedly",

@@ -77,13 +77,16 @@ def test_a_raylet_killed_under_a_job_is_a_dead_node():
     assert diagnosis.classify([("logs/driver.log", "Epoch 2/4:   0%|\n" + line + "\n")])["kind"] == "node_died"
 
 
-def test_ray_260s_oom_killer_and_gloos_own_errors_are_known():
-    """Ray 2.55 on says "N worker(s) were killed" (its raylet.out has no exception name); gloo in torch 2.13 names
-    the file and the peer (transport/tcp/pair.cc), with no "Gloo" word for the older pattern."""
+def test_ray_260s_oom_killer_is_known_and_a_dead_peers_node_wins_over_gloos_closed_connection():
+    """Ray 2.55 on says "N worker(s) were killed" (its raylet.out has no exception name). gloo in torch 2.13 names the
+    peer of a closed connection (transport/tcp/pair.cc); the rank whose peer's node died logs it too, so it is no kind
+    of its own and the dead node is the diagnosis."""
     oom = ("(raylet) 1 worker(s) were killed due to the node running low on memory. Memory on the node (IP: "
            "10.0.0.13, ID: cc33) was 30.12GB used / 31.00GB limit (0.971613)")
     assert diagnosis.classify([("debug/logs/cc33-raylet.out", oom)])["kind"] == "oom_kill"
     gloo = ("RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed "
             "by peer rank 1 ([10.0.0.12]:41187). This is typically caused by a remote worker crashing.")
-    assert diagnosis.classify([("debug/logs/w.err", gloo)])["kind"] == "nccl_gloo"
+    assert diagnosis.classify([("debug/logs/w.err", gloo)]) is None
+    died = "ray.exceptions.NodeDiedError: node 10.0.0.12 has been marked dead"
+    assert diagnosis.classify([("debug/logs/w.err", gloo + "\n" + died)])["kind"] == "node_died"
     assert diagnosis.classify([("d", "redis: Connection closed by peer")]) is None
