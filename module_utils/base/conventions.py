@@ -205,6 +205,6 @@ def record_paths(output_dir):
         "debug_logs": join(output_dir, "debug", "logs"),
         "status": join(output_dir, "status.json"),
         "preflight": join(output_dir, "preflight.json"),
-        # The reason of a stop, left before Ray is asked (see follow.stop_for).
+        # The reason of a stop, left before Ray is asked (see step.stop_for).
         "stop_request": join(output_dir, ".stop_request"),
     }
