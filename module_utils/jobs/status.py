@@ -7,9 +7,9 @@ value: a record is data anyone who can write the share may have shaped). Like Ra
 FIELDS is a table in the project's one model language (module_utils/base/model.py, the JobSpec's too): it checks
 every status read and published, and the JSON Schema beside jobspec.schema.json (job_status.schema.json) is derived
 from it. Its objects are typed from the same table (model.part_class: Timeouts, Retries, Progress, Stall, Outage,
-Blame, ...): readers write status.timeouts.stall_s; a part status.json lacks (or holds null) reads as an empty part,
-falsy, and is written as null again. Steps and times in ms are bounded by base/files.py's STEP_MAX and MS_MAX, as
-every reader of a job's files bounds them. Standard library only: the module on the head imports it.
+Blame, Goodput, ...): readers write status.timeouts.stall_s; a part status.json lacks (or holds null) reads as an
+empty part, falsy, and is written as null again. Steps and times in ms are bounded by base/files.py's STEP_MAX and
+MS_MAX, as every reader of a job's files bounds them. Standard library only: the module on the head imports it.
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ _TEXT = model.Field("", "str")
 # The bounds of a step and of a time in ms (ms since the epoch), as base/files.py's bounded_* read them.
 STEP = {"minimum": 0, "maximum": files.STEP_MAX}
 MS = {"minimum": 0, "maximum": files.MS_MAX}
+SECONDS = {"minimum": 0, "maximum": files.MS_MAX // 1000}
 
 
 _DIAGNOSIS = (F("kind", "str", "The failure's kind (module_utils/verl/diagnosis.py KINDS, or unknown).", nullable=False,
@@ -169,6 +170,23 @@ FIELDS = (
           model.Field("seconds", "number", "to - from: the longest the head can have been away.", required=True),
           model.Field("seen_by", "str", "Who saw it: wait (a follower), reconcile (up.yml) or finalize.",
                       required=True)))),
+    F("goodput", "object", ("How a chain of attempts spent its wall time (module_utils/jobs/goodput.py), in the first "
+                            "job's record: productive and lost by cause, whole seconds that add up to wall_s."),
+      fields=(F("wall_s", "int", "From the first submission to the last attempt's end (or `at`, while it runs).",
+                **SECONDS),
+              F("productive_s", "int", "What the causes below leave of wall_s.", **SECONDS),
+              F("detection_s", "int", "Each failed attempt's last progress to its verdict (hang found, or end).",
+                **SECONDS),
+              F("restart_s", "int", "An attempt's end to the next one's first step (its pending time aside).",
+                **SECONDS),
+              F("recomputed_s", "int", ("Steps redone from the resume checkpoint to where the failed attempt had "
+                                        "got, at its median step time."), **SECONDS),
+              F("outages_s", "int", "Head outages lived through (each record's outages).", **SECONDS),
+              F("pending_s", "int", "Waiting for resources (each record's phases.pending_s).", **SECONDS),
+              F("attempts", "int", "The records counted (the first job and its attempts).", minimum=0,
+                maximum=files.COUNT_MAX),
+              F("at", "int", "When it was worked out (ms).", **MS),
+              F("note", "str", "What was not counted, and why."))),
 )
 _BY_NAME = {f.name: f for f in FIELDS}
 # What even a hand-made status.json must hold (submission_id, state); the other fields default (final false, attempts
@@ -185,6 +203,7 @@ Progress = model.part_class(_BY_NAME["progress"])
 Stall = model.part_class(_BY_NAME["stall"])
 Outage = model.part_class(_BY_NAME["outages"].item)
 Blame = model.part_class(_BY_NAME["blame"].item)
+Goodput = model.part_class(_BY_NAME["goodput"])
 
 
 def _named(path):
@@ -244,6 +263,7 @@ class JobStatus(model.Typed):
     progress: Progress = None
     stall: Stall = None
     outages: list[Outage] = dataclasses.field(default_factory=list)
+    goodput: Goodput = None
     extra: dict = dataclasses.field(default_factory=dict)
 
     @classmethod
