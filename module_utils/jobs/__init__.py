@@ -23,6 +23,7 @@ verl/ and jobspec/ (tests/unit/module_utils/test_layers.py holds every package t
   watch.py      one pass over every open record (watch.yml): what a follower would do, for every job
   evidence.py   the final record: logs, cluster snapshots, diagnosis (module_utils/verl/diagnosis.py)
   blame.py      which node a failed or hung attempt's evidence points at (status.json's blame), or none
+  goodput.py    a chain of attempts' wall time: productive, and lost by cause (the first job's goodput)
   attempts.py   linked attempts and the checkpoint a resumed attempt starts from
   reconcile.py  records of jobs a restarted head forgot
   open_index.py the index of records that are not final (jobs/.open/), so no reader walks every record
