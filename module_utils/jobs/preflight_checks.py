@@ -185,6 +185,6 @@ def verdict(sid, where, problems):
     if not problems:
         return None
     if len(problems) == 1:
-        return f"{sid}: {problems[0]} (nothing submitted)"
+        return f"{sid}: the preflight on {where}: {problems[0]} (nothing submitted)"
     listed = "; ".join(f"({n}) {problem}" for n, problem in enumerate(problems, 1))
     return f"{sid}: the preflight on {where} found {len(problems)} problems (nothing submitted): {listed}"

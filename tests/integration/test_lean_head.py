@@ -48,7 +48,7 @@ def test_a_misspelled_override_is_refused_by_verl_on_a_worker(lean_head):
                    "--check")
     assert run.rc != 0, run
     out = " ".join(run.out.split())
-    assert "verl rejected the job's config on worker 198.18.0.1" in out and "trainer.no_such_key" in out, run
+    assert "the preflight on worker 198.18.0.1: override trainer.no_such_key: not in verl 0.9.1's config" in out, run
 
 
 def test_an_sft_job_is_submitted_from_the_lean_head_and_succeeds_with_nothing_else_in_rays_job_list(lean_head):

@@ -124,7 +124,8 @@ def test_verls_start_up_refusal_and_an_unexplained_compose_error_are_verls_words
 
 def test_one_message_names_every_problem_on_one_line():
     assert checks.verdict("s-1", "the head", [None, None]) is None
-    assert checks.verdict("s-1", "the head", [None, "override a.b: gone"]) == "s-1: override a.b: gone (nothing submitted)"
+    assert checks.verdict("s-1", "the head", [None, "override a.b: gone"]) == (
+        "s-1: the preflight on the head: override a.b: gone (nothing submitted)")
     message = checks.verdict("s-1", "worker 10.0.0.11", [*checks.refused(REFUSED), None, "verl says no"])
     assert message.startswith("s-1: the preflight on worker 10.0.0.11 found 8 problems (nothing submitted): (1) override ")
     assert "; (8) verl says no" in message and "\n" not in message
