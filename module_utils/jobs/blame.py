@@ -118,10 +118,31 @@ def from_stacks(ranks, where):
         for r in out:
             unread = r["stack"] == "none"
             said = f"no stack ({r['why']})" if unread else r["what"]
-            # Its stack's file, when the index names one in this dump; else the dump.
-            own = r["file"] if (r["file"] or "").startswith(where + "/") and ".." not in r["file"] else where
-            found.append((_address(r["node_ip"]), WHY["unreadable" if unread else "elsewhere"], own,
+            found.append((_address(r["node_ip"]), WHY["unreadable" if unread else "elsewhere"], _own(r, where),
                           f"{name} pid {r['pid']} on {r['node_ip']}: {said}; {others} in {', '.join(calls)}"))
+    return found or _unanswered(ranks, actors, waiting, where)
+
+
+def _own(rank, where):
+    """Its stack's file, when the index names one in this dump; else the dump."""
+    return rank["file"] if (rank["file"] or "").startswith(where + "/") and ".." not in rank["file"] else where
+
+
+def _unanswered(ranks, actors, waiting, where):
+    """When no rank waits in a collective (the peers finished their step and went back to Ray's loop) but the driver
+    waits in ray.get: the ranks py-spy cannot read, when fewer than the peers of their class it can."""
+    if waiting or not any(r["role"] == "driver" and r["stack"] == "taken" and r["waits"] == "ray" for r in ranks):
+        return []
+    found = []
+    for name in sorted({r["name"] for r in actors}):
+        mine = [r for r in actors if r["name"] == name]
+        unread = [r for r in mine if r["stack"] == "none" and not r["profiling_off"]]
+        read = [r for r in mine if r["stack"] == "taken"]
+        if unread and read and len(unread) <= len(read):
+            for r in unread:
+                line = (f"{name} pid {r['pid']} on {r['node_ip']}: no stack ({r['why']}); the driver waits in ray.get "
+                        f"and {len(read)} other {name}(s) were read")
+                found.append((_address(r["node_ip"]), WHY["unanswered"], _own(r, where), line))
     return found
 
 

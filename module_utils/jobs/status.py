@@ -69,6 +69,7 @@ _DIAGNOSIS = (F("kind", "str", "The failure's kind (module_utils/verl/diagnosis.
 BLAME_WHY = {
     "unreadable": "unreadable rank while others wait in a collective",
     "elsewhere": "rank outside the collective the others wait in",
+    "unanswered": "unreadable rank the driver waits on while its peers are read",
     "node_died": "node died",
     "oom": "out of memory kill",
     "gloo": "peer named by gloo",

@@ -51,18 +51,19 @@ def kill_the_driver_node_after_step(sid, step):
 
 
 def submit_and_kill_after_step(sid, step, *extra):
-    """submit.yml -e wait=true for an SFT job whose driver's node is killed once `step` is saved: its run."""
-    runs = []
+    """submit.yml -e wait=true for an SFT job whose driver's node is killed once `step` is saved: its run, and the
+    killed host's address."""
+    runs, killed = [], []
     thread = threading.Thread(target=lambda: runs.append(playbook(
         "submit.yml", *SFT, "-e", f"submission_id={sid}", *extra, "-e", "wait=true")))
     thread.start()
     try:
         wait_for(lambda: os.path.isdir(os.path.join(RECORDS, sid)), 120, f"{sid}'s record")
-        kill_the_driver_node_after_step(sid, step)
+        killed.append(kill_the_driver_node_after_step(sid, step))
     finally:
         thread.join(timeout=1500)
     [run] = runs
-    return run
+    return run, IPS[killed[0]]
 
 
 def explain(run, sid):
@@ -76,10 +77,12 @@ def explain(run, sid):
 
 def test_a_job_whose_node_dies_is_retried_from_its_newest_whole_checkpoint():
     sid = new_id("retry")
-    run = submit_and_kill_after_step(sid, 2, "-e", "retries.max=1")
+    run, killed_ip = submit_and_kill_after_step(sid, 2, "-e", "retries.max=1")
     assert run.rc == 0, explain(run, sid)
     first, attempt = status(sid), status(f"{sid}-r1")
     assert first["state"] == "FAILED" and first["diagnosis"]["kind"] == "node_died", first
+    # Issue 33: the node whose raylet was killed is blamed, with its evidence.
+    assert first["blame"] and first["blame"][0]["node_ip"] == killed_ip and first["blame"][0]["evidence"], first
     assert first["attempts"] == [f"{sid}-r1"] and "attempt 1 of 1" in run.out
     assert attempt["state"] == "SUCCEEDED" and attempt["attempt_of"] == sid and attempt["steps"] == STEPS, attempt
     assert attempt["ended_short"] is None, attempt
@@ -93,7 +96,7 @@ def test_a_job_whose_node_dies_is_retried_from_its_newest_whole_checkpoint():
 
 def test_do_resume_skips_a_half_written_checkpoint():
     sid = new_id("resume")
-    run = submit_and_kill_after_step(sid, 3)
+    run, _ = submit_and_kill_after_step(sid, 3)
     assert run.rc != 0 and status(sid)["state"] == "FAILED", run  # no retries: the job just failed
     assert status(sid)["diagnosis"]["kind"] == "node_died", status(sid)["diagnosis"]
     newest = tracked_step(sid)

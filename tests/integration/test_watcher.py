@@ -96,7 +96,7 @@ def hang_a_rank(sid):
     host, pid = actors[-1]
     wait_for(lambda: tracked_step(sid) >= 3, 600, f"{sid} to save global_step_3")
     ssh(host, f"kill -STOP {pid}")
-    return time.monotonic()
+    return time.monotonic(), IPS[host]
 
 
 def final(sid):
@@ -121,7 +121,7 @@ def test_a_hung_rank_is_found_explained_and_the_job_resumed():
     run_id = new_id("wr")
     sid = f"{run_id}-hang"  # a regression entry's record name, so the report below reads it
     assert playbook("submit.yml", *SFT2, "-e", f"submission_id={sid}").rc == 0
-    stopped_at = hang_a_rank(sid)
+    stopped_at, stopped_ip = hang_a_rank(sid)
     append_metrics(sid, HUGE_VALUE)  # the passes below read it: each must still exit 0 and judge the job
     out = watch_until(lambda: final(sid), STALL_S + 300, f"{sid} found hung and stopped")
     detected_s = time.monotonic() - stopped_at
@@ -133,6 +133,8 @@ def test_a_hung_rank_is_found_explained_and_the_job_resumed():
     dumped = sorted(os.listdir(stacks_dir))
     assert len(dumped) >= 2, dumped
     assert st["diagnosis"]["evidence"]["line"] == stall["summary"] and "no stacks" not in stall["summary"], stall
+    # Issue 33: the stopped rank's node is blamed, from the stacks (the rank py-spy cannot read).
+    assert [b["node_ip"] for b in st["blame"]] == [stopped_ip] and st["blame"][0]["evidence"]["file"], st["blame"]
     assert f"{sid}: FAILED (HUNG): hung" in out and f"{sid}-r1: submitted, resuming {sid}" in out, out[-3000:]
 
     # The watcher submitted the attempt; a wait on the first job follows that attempt to its end, through a
@@ -143,6 +145,11 @@ def test_a_hung_rank_is_found_explained_and_the_job_resumed():
     resumed = status(attempt)
     assert resumed["state"] == "SUCCEEDED" and resumed["resumed_from"]["step"] >= 3, resumed
     assert status(sid)["attempts"] == [attempt]
+    # Issue 33: the chain's wall time, productive and lost by cause, adds up (the hang's detection cost time).
+    good = status(sid)["goodput"]
+    parts = ("productive_s", "detection_s", "restart_s", "recomputed_s", "outages_s", "pending_s")
+    assert sum(good[p] for p in parts) == good["wall_s"] and good["detection_s"] >= STALL_S / 2, good
+    assert "goodput" in waited.out, waited
     # The regression report (its entry reads the newest attempt) over a metrics.jsonl that gained a 400-digit value
     # and a 400-digit step is written, the lines noted and left out.
     append_metrics(attempt, HUGE_VALUE, HUGE_STEP)
@@ -166,7 +173,7 @@ def test_a_followed_job_found_hung_is_resumed_by_its_follower_alone():
     thread.start()
     try:
         wait_for(lambda: os.path.isdir(os.path.join(RECORDS, sid)), 120, f"{sid}'s record")
-        hang_a_rank(sid)
+        _, stopped_ip = hang_a_rank(sid)
         append_metrics(sid, HUGE_STEP, HUGE_VALUE)  # the follower's looks read them, and still find the hang
     finally:
         thread.join(timeout=1500)
@@ -174,6 +181,7 @@ def test_a_followed_job_found_hung_is_resumed_by_its_follower_alone():
     st, resumed = status(sid), status(f"{sid}-r1")
     assert run.rc == 0 and f"{sid}: failed (hung): attempt 1 of 1" in run.out, run
     assert (st["state"], st["reason"]) == ("FAILED", "HUNG") and st["stall"]["stacks"], st
+    assert [b["node_ip"] for b in st["blame"]] == [stopped_ip], st["blame"]
     assert resumed["state"] == "SUCCEEDED" and resumed["resumed_from"]["step"] >= 3, resumed
 
 

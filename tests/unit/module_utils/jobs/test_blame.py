@@ -81,9 +81,20 @@ def test_an_index_row_is_data_its_address_and_file_checked():
     assert where == DUMP
 
 
-def test_no_collective_waited_in_or_most_ranks_elsewhere_blame_none():
-    in_ray = dict(RANKS[1], waits="ray", what="waits in ray.get")
-    assert blame.from_stacks([blame._rank(r) for r in (RANKS[0], in_ray, RANKS[2])], DUMP) == []
+def test_the_unread_rank_the_driver_waits_on_while_its_peer_is_back_in_rays_loop_names_its_node():
+    """As on the lab: the rank is stopped between two steps, its peer finished the step and went back to Ray's loop,
+    the driver waits in ray.get for the stopped one."""
+    idle = dict(RANKS[1], waits=None, **{"in": "Worker.main_loop"}, what="in Worker.main_loop")
+    [(ip, why, where, line)] = blame.from_stacks([blame._rank(r) for r in (RANKS[0], idle, RANKS[2])], DUMP)
+    assert (ip, why, where) == (W2, BLAME_WHY["unanswered"], RANKS[2]["file"])
+    assert "the driver waits in ray.get and 1 other TrainingWorker(s) were read" in line
+    driver_busy = dict(RANKS[0], waits=None, what="in fit")
+    assert blame.from_stacks([blame._rank(r) for r in (driver_busy, idle, RANKS[2])], DUMP) == []
+    unread_too = dict(idle, stack="none", what=None, why="py-spy failed")
+    assert blame.from_stacks([blame._rank(r) for r in (RANKS[0], unread_too, RANKS[2])], DUMP) == []  # none read
+
+
+def test_most_ranks_elsewhere_blame_none():
     third = dict(RANKS[2], pid=2369, node_ip=W3)
     assert blame.from_stacks([blame._rank(r) for r in (*RANKS, third)], DUMP) == []  # two of three not waiting
 
