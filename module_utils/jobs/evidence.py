@@ -87,7 +87,10 @@ def finalize(job, info, status):
             if status.diagnosis.kind == "unknown" and state == "FAILED":
                 found, nodes = driver_node_death(job, summary, nodes)
                 status.diagnosis = found or status.diagnosis
-            status.blame = blame.find(job, status, summary, nodes, actors, sources)
+            try:
+                status.blame = blame.find(job, status, summary, nodes, actors, sources)
+            except Exception:  # noqa: BLE001 - evidence of a shape not foreseen blames no one; the record is finalised
+                status.blame = []
             files = {job.rec["nodes"]: json_text(nodes), job.rec["actors"]: actors,
                      job.rec["failure"]: job.redact(
                          f"state: {state} (ray: {summary['status']})\nreason: {status.reason}\n"
@@ -260,7 +263,10 @@ def final_line(job, status):
     """`<id>: FAILED (HUNG); blamed: 198.18.0.12 (w2): unreadable rank while others wait in a collective`; a chain
     of attempts' ends with its goodput: `; goodput 72% (lost: detection 60 s, restart 40 s, recomputed 12 s)`."""
     blamed = ", ".join(f"{b.node_ip}{f' ({b.host})' if b.host else ''}: {b.why}" for b in status.blame)
-    account = goodput.shown(getattr(job.config, "shared_root", None), status)
+    try:
+        account = goodput.shown(getattr(job.config, "shared_root", None), status)
+    except Exception:  # noqa: BLE001 - the line is printed whatever a chain's records hold
+        account = ""
     return conventions.one_line(f"{job.sid}: {status.state}" + (f" ({status.reason})" if status.reason else "")
                                 + (f"; {status.ended_short}" if status.ended_short else "")
                                 + (f"; blamed: {conventions.one_line(blamed, 400)}" if blamed else "")
