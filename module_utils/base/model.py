@@ -2,8 +2,7 @@
 as a Field, values are checked by one walk over a table of them (check, check_fields), and one generator writes their
 JSON Schema (json_schema). The JobSpec (module_utils/jobspec/fields.py) and a job record's status.json
 (module_utils/jobs/status.py) are both such tables; each wraps FieldError in its own one-line error. An object's
-value can be held typed (part_class: a dataclass made from its Field). Standard library only: the nodes import it.
-"""
+value can be held typed (part_class: a dataclass made from its Field). Standard library only: the nodes import it."""
 
 from __future__ import annotations
 
@@ -35,8 +34,7 @@ class Field:
     kinds: str, int, number, bool, path (an absolute path, PATH_RULE, normalised), paths (a path or a non-empty list
     of them), list (of `item`), map (keys match `pattern`, values are `item`), object (the sub-`fields`; other keys
     are refused, or kept when `open`), mapping (free-form). Numbers lie within ±NUMBER_LIMIT and `minimum`/`maximum`,
-    or are one of `also`'s values.
-    """
+    or are one of `also`'s values."""
 
     name: str
     kind: str
@@ -155,8 +153,7 @@ def check(f, value, path=(), *, complete=True, allow_nul=False):
     """Return value normalised (paths cleaned, containers copied); raise FieldError, naming path, if it is bad.
 
     complete: the absent fields of nested objects count as null (see check_fields). allow_nul: strings may hold NUL
-    (by default none may, anywhere: C strings, argv, env and paths, would cut it there silently).
-    """
+    (by default none may, anywhere: C strings, argv, env and paths, would cut it there silently)."""
     path = tuple(path)
     if value is None and f.nullable:
         return None
