@@ -350,3 +350,31 @@ def loads_bounded(text):
     as ±infinity (which every bound refuses); NaN and Infinity read as floats, as json.loads reads them. ValueError
     (RecursionError for deep nesting) when text is no JSON."""
     return _BOUNDED_JSON.decode(text)
+
+
+def write_new(path, data, base=None, mode=0o644):
+    """Write bytes at path only when nothing is there yet (reached as write_atomic reaches it): True when written,
+    False when a file was there, left as it was. The file appears whole (a hard link of a finished temporary file),
+    so of two writers racing one wins and the other is told."""
+    dir_fd, leaf = _open_parent(path, base)
+    tmp = f".tmp-{uuid.uuid4().hex[:12]}"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dir_fd)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+            os.fchmod(handle.fileno(), mode)
+        try:
+            os.link(tmp, leaf, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+        except FileExistsError:
+            return False
+        return True
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, path) from None
+    finally:
+        try:
+            os.unlink(tmp, dir_fd=dir_fd)
+        except OSError:
+            pass
+        os.close(dir_fd)

@@ -1,0 +1,172 @@
+"""Cordons: workers no new work lands on, one small typed file each on the shared root, <shared_root>/cordons/<ip>.json.
+
+The file is the truth: what Ray is told (cordon_hold.py) follows from it, and up.yml applies it again whenever Ray on a
+worker starts anew. One file per worker, created whole and never replaced, so two runs cordoning at once never lose
+one another's cordon: the first one's who/when/why stays and the second is told. The folder is made by root (0755) on
+the first cordon, as the acceptance reports' is (conventions.LAYOUT is every node's settled layout)."""
+
+import errno
+import ipaddress
+import os
+import stat
+import time
+
+from ansible.module_utils.base import conventions, files, model
+from ansible.module_utils.base.model import Field
+
+DIR = "cordons"
+BY = ("person", "retry")
+WHY_MAX = 300  # characters of `why` kept: one line in status.yml
+MAX_FILES = 1000  # cordon files read at most: more workers than any site has
+_WHO = (r"^[A-Za-z0-9._@+-]{1,100}$", "a login name (letters, digits and ._@+-)")
+
+FIELDS = (
+    Field("node_ip", "str", "The worker's address (the file's name).", required=True),
+    Field("host", "str", "Its inventory name, when known.", nullable=True, pattern=conventions.NAME_RULE),
+    Field("since_ms", "int", "When it was cordoned (ms since the epoch).", required=True, minimum=0,
+          maximum=files.MS_MAX),
+    Field("by", "str", "person (cordon.yml) or retry (a retry going around the node its attempt blamed).",
+          required=True, choices=BY),
+    Field("who", "str", "Who cordoned it: the login that ran cordon.yml, or the attempt's follower or watcher.",
+          pattern=_WHO, nullable=True),
+    Field("why", "str", f"Why, on one line (at most {WHY_MAX} characters).", nullable=True),
+    Field("job", "str", "The attempt whose blame cordoned it (by retry).", nullable=True, pattern=conventions.ID_RULE),
+)
+
+
+class CordonError(ValueError):
+    """A cordon that cannot be read or written, in one line naming the file or the field."""
+
+
+def node_ip(value, field="node_ip"):
+    """The canonical text of an IP address, or CordonError naming field: a cordon's file name comes from it."""
+    try:
+        return str(ipaddress.ip_address(str(value)))
+    except ValueError:
+        raise CordonError(f"{field}: {conventions.one_line(value, 60)!r} is not an IP address") from None
+
+
+def folder(shared_root):
+    return os.path.join(shared_root, DIR)
+
+
+def path(shared_root, ip):
+    return os.path.join(folder(shared_root), node_ip(ip) + ".json")
+
+
+def make(ip, *, by, host=None, who=None, why=None, job=None, now_ms=None):
+    """A checked cordon (the file's dict): why is cut to one printable line."""
+    entry = {"node_ip": node_ip(ip), "host": host, "since_ms": int(now_ms if now_ms is not None else time.time() * 1000),
+             "by": by, "who": who, "why": conventions.one_line(why, WHY_MAX) if why else None, "job": job}
+    return check(entry, "cordon")
+
+
+def check(value, where):
+    """value as a cordon (FIELDS), or CordonError naming where and the field."""
+    try:
+        model.check_fields(FIELDS, value, complete=True, open=True)
+    except model.FieldError as exc:
+        raise CordonError(f"{where}: {exc}") from None
+    if value["node_ip"] != node_ip(value["node_ip"], f"{where}: node_ip"):
+        raise CordonError(f"{where}: node_ip: not written as Ray writes an address")
+    return value
+
+
+def _ensure_folder(shared_root):
+    """The cordons folder, made 0755 when missing; UnsafeFile when it is anything but a directory (a symlink)."""
+    where = folder(shared_root)
+    try:
+        os.mkdir(where, 0o755)
+    except FileExistsError:
+        pass
+    info = os.lstat(where)
+    if not stat.S_ISDIR(info.st_mode):
+        raise files.UnsafeFile(f"{where}: is {files.kind(info.st_mode)}, not the cordons folder")
+
+
+def add(shared_root, entry):
+    """(True, entry) when this call cordoned the worker, (False, the cordon already there) when it was cordoned: its
+    first who/when/why stay. A cordon file that cannot be read counts as a cordon (fail closed): its text is None."""
+    entry = check(entry, "cordon")
+    _ensure_folder(shared_root)
+    target = path(shared_root, entry["node_ip"])
+    if files.write_new(target, files.json_text(entry).encode("utf-8"), base=shared_root):
+        return True, entry
+    return False, read_one(shared_root, entry["node_ip"])[0]
+
+
+def remove(shared_root, ip):
+    """Remove a worker's cordon: True when there was one (a file, whatever it held)."""
+    target = path(shared_root, ip)
+    try:
+        info = os.lstat(folder(shared_root))
+    except FileNotFoundError:
+        return False
+    if not stat.S_ISDIR(info.st_mode):
+        raise files.UnsafeFile(f"{folder(shared_root)}: is {files.kind(info.st_mode)}, not the cordons folder")
+    try:
+        os.unlink(target)  # unlink never follows a symlink: a link planted there is what is removed
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def read_one(shared_root, ip):
+    """(cordon, problem): the worker's cordon (None when it has none) and a one-line problem when its file is
+    there but unreadable (the cordon then stands: fail closed)."""
+    target = path(shared_root, ip)
+    try:
+        raw = files.read_small(target, 64 << 10, base=shared_root)
+    except (OSError, files.RecordError) as exc:
+        if getattr(exc, "errno", None) == errno.ENOENT:
+            return None, None
+        return None, f"{target}: cannot be read ({conventions.one_line(exc, 200)}); the worker counts as cordoned"
+    if raw is None:
+        return None, None
+    try:
+        entry = check(files.loads_bounded(raw.decode("utf-8")), target)
+    except (ValueError, RecursionError) as exc:
+        return None, f"{conventions.one_line(exc, 300)}; the worker counts as cordoned"
+    if entry["node_ip"] != node_ip(ip):
+        return None, f"{target}: names another worker ({entry['node_ip']}); the worker counts as cordoned"
+    return entry, None
+
+
+def read_all(shared_root):
+    """(cordons, problems): every readable cordon, by IP, and one line for each file that is not one (the worker its
+    name gives still counts as cordoned: see cordoned_ips)."""
+    try:
+        names = sorted(os.listdir(folder(shared_root)))[:MAX_FILES]
+    except FileNotFoundError:
+        return {}, []
+    except OSError as exc:
+        return {}, [f"{folder(shared_root)}: cannot be listed ({conventions.one_line(exc, 200)})"]
+    found, problems = {}, []
+    for name in names:
+        if name.startswith(".tmp-"):
+            continue
+        stem, _, ext = name.rpartition(".")
+        try:
+            ip = node_ip(stem)
+        except CordonError:
+            ip = None
+        if ext != "json" or ip != stem:
+            problems.append(f"{folder(shared_root)}/{conventions.one_line(name, 80)}: not a cordon file (<ip>.json)")
+            continue
+        entry, problem = read_one(shared_root, ip)
+        if entry:
+            found[ip] = entry
+        elif problem:
+            found[ip] = None
+            problems.append(problem)
+    return found, problems
+
+
+def line(entry):
+    """One line for status.yml and doctor.yml: `198.18.0.12 (lab-worker2): by retry (job-r0) 2026-11-26 19:40 UTC:
+    why`."""
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(entry["since_ms"] / 1000))
+    who = entry["by"] + (f" {entry['who']}" if entry.get("who") else "") + (f" for {entry['job']}" if entry.get("job")
+                                                                          else "")
+    host = f" ({entry['host']})" if entry.get("host") else ""
+    return f"{entry['node_ip']}{host}: cordoned by {who} at {when}" + (f": {entry['why']}" if entry.get("why") else "")
