@@ -279,14 +279,15 @@ def job_log_chunks(dashboard_url, submission_id, node_id, timeout=60):
                              timeout))
 
 
-def node_logs(dashboard_url, node_id, timeout=10):
-    """{category: [file names]} of a node's logs, through Ray's state API at the dashboard (as _log_file)."""
+def node_logs(dashboard_url, node_id, timeout=10, glob="*"):
+    """{category: [file names]} of a node's logs, through Ray's state API at the dashboard (as _log_file); glob: only
+    the names it matches (the node's agent filters them, so a node with thousands of logs answers with a few)."""
     import urllib.parse
 
     import requests
     from ray._private.authentication.http_token_authentication import get_auth_headers_if_auth_enabled
 
-    query = urllib.parse.urlencode({"node_id": node_id, "timeout": timeout})
+    query = urllib.parse.urlencode({"node_id": node_id, "timeout": timeout, "glob": glob})
     response = requests.get(f"{dashboard_url.rstrip('/')}/api/v0/logs?{query}",
                             headers=get_auth_headers_if_auth_enabled({}), timeout=timeout + 10)
     response.raise_for_status()
@@ -296,8 +297,16 @@ def node_logs(dashboard_url, node_id, timeout=10):
     return body["data"]["result"]
 
 
-def node_log_tail(dashboard_url, node_id, filename, lines, timeout=10):
-    """The last `lines` lines of a log file on a node (its agent's), through Ray's state API; ANSI codes removed."""
+def node_log_tail(dashboard_url, node_id, filename, lines, timeout=10, max_bytes=None):
+    """The last `lines` lines of a log file on a node (its agent's), through Ray's state API; ANSI codes removed.
+    max_bytes: only the stream's last max_bytes are kept, however long its lines (never held whole)."""
     response = _log_file(dashboard_url, {"node_id": node_id, "filename": filename, "lines": lines,
                                          "filter_ansi_code": "true"}, timeout)
-    return b"".join(_chunks(response)).decode("utf-8", errors="replace")
+    if max_bytes is None:
+        return b"".join(_chunks(response)).decode("utf-8", errors="replace")
+    kept = bytearray()
+    for chunk in _chunks(response):
+        kept += chunk
+        if len(kept) > 2 * max_bytes:
+            del kept[:-max_bytes]
+    return bytes(kept[-max_bytes:]).decode("utf-8", errors="replace")

@@ -23,6 +23,8 @@ verl/ and jobspec/ (tests/unit/module_utils/test_layers.py holds every package t
   watch.py      one pass over every open record (watch.yml): what a follower would do, for every job
   evidence.py   the final record: logs, cluster snapshots, diagnosis (module_utils/verl/diagnosis.py)
   blame.py      which node a failed or hung attempt's evidence points at (status.json's blame), or none
+  worker_logs.py  the job's own Ray workers' logs copied into logs/workers/<node_ip>/ (bounded, redacted) when its
+                stacks are taken and when it is finalised, so the blame outlives the cluster
   goodput.py    a chain of attempts' wall time: productive, and lost by cause (the first job's goodput)
   attempts.py   linked attempts and the checkpoint a resumed attempt starts from
   reconcile.py  records of jobs a restarted head forgot

@@ -78,6 +78,15 @@ class JobClient:
     def job_logs(self, node_ids, job_id):
         return rc.collect_job_logs(self.url, node_ids, job_id)
 
+    def worker_log_names(self, node_id, job_id):
+        """The names of a node's logs of the job's own Ray workers (worker-*-<job_id>-*), as Ray lists them."""
+        listed = rc.node_logs(self.url, node_id, glob=f"worker-*-{job_id}-*")
+        return [name for names in listed.values() if isinstance(names, list) for name in names]
+
+    def worker_log_tail(self, node_id, name, lines, max_bytes):
+        """A log's last `lines` lines on a node, at most its last max_bytes."""
+        return rc.node_log_tail(self.url, node_id, name, lines, max_bytes=max_bytes)
+
     def head_started_ms(self, nodes=None):
         """When the head's node started, or None when that cannot be told (not exactly one ALIVE head).
         nodes: a node list the caller already has (else one is asked for)."""

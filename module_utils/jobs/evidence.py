@@ -5,12 +5,13 @@ the record's status lock (Record.save_status), worked out again if a stop gave i
 written at all if another run finalised the record first.
 """
 
+import contextlib
 import os
 import time
 
 from ansible.module_utils.base import conventions, files
 from ansible.module_utils.base import ray_cluster as rc
-from ansible.module_utils.jobs import blame, driver_log, goodput, hang, progress
+from ansible.module_utils.jobs import blame, driver_log, goodput, hang, progress, worker_logs
 from ansible.module_utils.jobs import client as jc
 from ansible.module_utils.jobs.record import json_text, now_ms, read_json
 from ansible.module_utils.jobs.status import Merge, Outage, final_state
@@ -57,6 +58,9 @@ def finalize(job, info, status):
     log = driver_log.refresh_log(job, final=True)
     nodes = snapshot(job, "post")
     summary = jc.summary(info)
+    if summary["job_id"]:  # the workers' logs into logs/workers/, before the cluster that holds them is gone
+        with contextlib.suppress(Exception):  # best effort, as blame and goodput: it never stops a finalize
+            worker_logs.copy(job, "final", {summary["driver_node_id"]}, summary["job_id"], nodes or None)
     note_outage(status, summary["start_time"], job.client.head_started_ms(nodes), None, "finalize")
     driver = next((n for n in nodes if n["node_id"] == summary["driver_node_id"]), None)
     spec = read_json(job.rec["job_spec"])

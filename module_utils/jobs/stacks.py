@@ -25,6 +25,7 @@ from ansible.module_utils.base import conventions
 from ansible.module_utils.base import ray_cluster as rc
 from ansible.module_utils.base.files import json_text
 from ansible.module_utils.jobs import client as jc
+from ansible.module_utils.jobs import worker_logs
 from ansible.module_utils.jobs.job import Failed
 from ansible.module_utils.jobs.record import now_ms
 
@@ -159,6 +160,7 @@ def dump(job, when_ms, procs=None):
     procs = [p for p in (processes(job) if procs is None else procs) if takeable(p)]
     with ThreadPoolExecutor(max_workers=max(1, min(PARALLEL, len(procs)))) as pool:
         taken = list(pool.map(lambda p: _take(job, p), procs))
+    worker_logs.copy(job, "stacks", {p.get("node_id") for p in procs})  # what the ranks said, beside their stacks
     if taken and all(t.get("off") for t in taken):
         raise ProfilingOff(profiling_off(job), submission_id=job.sid)
     told = summarize(taken)

@@ -24,6 +24,8 @@ def ray(monkeypatch):
     monkeypatch.setattr(rc, "list_alive_actor_nodes", lambda url: [])
     monkeypatch.setattr(rc, "job_log_tail", fake.log_tail)
     monkeypatch.setattr(rc, "job_log_chunks", fake.log_chunks)
+    monkeypatch.setattr(rc, "node_logs", fake.node_logs)  # the nodes' own logs: never a request from a unit test
+    monkeypatch.setattr(rc, "node_log_tail", fake.node_log_tail)
     for module in (evidence, follow, record, step, submit):
         monkeypatch.setattr(module, "time", clock)
 

@@ -3,6 +3,7 @@ and helpers the ray_job tests share (their fixtures are in conftest.py); and Rec
 for the tests of module_utils/jobs that run without the module."""
 
 import datetime
+import fnmatch
 import importlib.util
 import json
 import os
@@ -66,6 +67,7 @@ class FakeRay:
         self.submitted, self.stopped, self.clients = [], [], []
         self.submit_error = None
         self.stop_to = "STOPPED"  # what stop_job makes of a job; None: it keeps its state
+        self.node_files, self.nodes_down, self.tails = {}, set(), []  # {node_id: {log name: text}}; what was read
 
     def client(self, dashboard_url, token):
         self.clients.append((dashboard_url, token))
@@ -134,6 +136,23 @@ class FakeRay:
 
     def list_jobs(self):
         return list(self.jobs.values())
+
+    def node_logs(self, url, node_id, timeout=10, glob="*"):
+        """Ray's state API: a node's log names, by category (worker_out, worker_err, ...), those glob matches; a node
+        in `down` does not answer."""
+        if node_id in self.nodes_down:
+            raise RuntimeError(f"Ray's log API: node {node_id} is not reachable")
+        names = [n for n in self.node_files.get(node_id, {}) if fnmatch.fnmatchcase(n, glob)]
+        return {"worker_out": [n for n in names if n.endswith(".out")],
+                "worker_err": [n for n in names if n.endswith(".err")],
+                "other": [n for n in names if not n.endswith((".out", ".err"))]}
+
+    def node_log_tail(self, url, node_id, filename, lines, timeout=10, max_bytes=None):
+        """Ray's state API: a log's last `lines` lines on a node, at most max_bytes of them."""
+        text = self.node_files[node_id][filename]
+        data = "".join(text.splitlines(keepends=True)[-lines:]).encode()
+        self.tails.append((node_id, filename))
+        return data[-max_bytes:].decode(errors="replace") if max_bytes else data.decode()
 
 
 def make_spec(ray_config, **cli):
