@@ -40,6 +40,13 @@ options:
         skips the records' reconcile when the index is complete and lists none, which is what the reconcile would
         find.
     type: path
+  recent_records:
+    description:
+      - Also read the job records of this many chains of attempts on O(shared_root), those written last (RV(records)),
+        for status.yml; 0 reads none, and at most 50 are read.
+      - They are read when the cluster cannot be, too (a record outlives its cluster).
+    type: int
+    default: 0
   prometheus_url:
     description:
       - Also ask the Prometheus there for its active targets (RV(prometheus_targets)), from this node, once the
@@ -113,6 +120,21 @@ open_records:
   returned: when O(shared_root) is set
   type: list
   elements: str
+records:
+  description:
+    - >-
+      The O(recent_records) chains of attempts whose records were written last, newest first, each read through the
+      record's model: C(submission_id) (the first job), C(state) and C(final) (its newest attempt's; C(state) null when
+      that record is unreadable), C(attempts), C(goodput) (the final line's words, empty until the chain ended),
+      C(account) (the goodput's seconds), C(blame) (each C(node_ip), C(why), C(attempt)) and C(unreadable) (each record
+      the model refused, and why).
+  returned: when O(shared_root) is set and O(recent_records) is more than 0
+  type: list
+  elements: dict
+records_note:
+  description: Why the records could not be listed, or null.
+  returned: when O(shared_root) is set and O(recent_records) is more than 0
+  type: str
 prometheus_targets:
   description: >-
     Prometheus's C(/api/v1/targets?state=active) answer (its JSON), or null when it did not answer, or answered
@@ -130,7 +152,7 @@ from ansible.module_utils.base import conventions
 from ansible.module_utils.base import ray_cluster as rc
 from ansible.module_utils.base.ray_connection import argument_spec
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.jobs import open_index
+from ansible.module_utils.jobs import goodput, open_index
 
 
 def read_nodes_until_ready(dashboard_url, expected, wait_s, clock=time.monotonic, sleep=time.sleep):
@@ -194,10 +216,15 @@ def main():
             "prometheus_url": {"type": "str"},
             "shared_root": {"type": "path"},
             "list_jobs": {"type": "bool", "default": True},
+            "recent_records": {"type": "int", "default": 0},
         },
         supports_check_mode=True,
     )
     p = module.params
+    records = {}
+    if p["shared_root"] and p["recent_records"] > 0:
+        found, note = goodput.recent(p["shared_root"], p["recent_records"])
+        records = {"records": found, "records_note": note}
     rc.prepare_client_env(p["token_path"])
     try:
         import ray
@@ -212,14 +239,14 @@ def main():
             listed = {}
     except Exception as exc:  # noqa: BLE001 - any failure here means "cannot read the cluster"
         module.fail_json(msg="cannot read the Ray cluster at {}: {}".format(p["dashboard_url"], (str(exc).splitlines() or [type(exc).__name__])[0]),
-                         ready=False, missing=["cluster unreachable"], nodes=[], node_lines=[])
+                         ready=False, missing=["cluster unreachable"], nodes=[], node_lines=[], **records)
     extra = {"prometheus_targets": prometheus_targets(p["prometheus_url"])} if p["prometheus_url"] and ready else {}
     if p["shared_root"]:
         try:
             extra["open_records"] = open_index.listed(conventions.paths(p["shared_root"])["jobs"])
         except OSError:  # an index it cannot read is not complete: the reconcile then reads every record
             extra["open_records"] = None
-    module.exit_json(changed=False, **extra, **listed, nodes=nodes, node_lines=rc.describe_nodes(nodes), ready=ready,
+    module.exit_json(changed=False, **extra, **listed, **records, nodes=nodes, node_lines=rc.describe_nodes(nodes), ready=ready,
                      missing=missing, ray_version=ray.__version__)
 
 

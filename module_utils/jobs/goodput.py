@@ -11,6 +11,8 @@ The parts are whole seconds that add up to wall_s exactly. Every value is data f
 missing costs nothing (its part counts 0), never an exception.
 """
 
+import os
+import stat
 import statistics
 
 from ansible.module_utils.base import conventions, files
@@ -238,3 +240,95 @@ def text(goodput):
     lost = [f"{SHOWN[c]} {files.bounded_int(getattr(goodput, c))} s" for c in LOST
             if files.bounded_int(getattr(goodput, c))]
     return f"goodput {round(100 * min(productive, wall) / wall)}%" + (f" (lost: {', '.join(lost)})" if lost else "")
+
+
+# Reading chains back, as status.yml (ray_cluster_info's recent_records) and the regression report show them.
+RECENT_MAX = 50  # the most chains one look shows
+BLAME_SHOWN = 16  # the most blame entries shown of one chain (each attempt keeps blame.MAX_BLAMED)
+
+
+def _status_why(shared_root, sid):
+    """(its JobStatus, None), or (None, why it cannot be read: one line). A status.json that the model refuses (a
+    goodput or a blame of the wrong shape among them) is unreadable here, never rebuilt from a guess."""
+    try:
+        status = Record(conventions.job_dir(shared_root, sid), sid).read_status()
+    except (OSError, ValueError, RecursionError) as exc:  # RecordError is a ValueError
+        return None, conventions.one_line(str(exc) or type(exc).__name__, 300)
+    return (status, None) if status is not None else (None, "no status.json (yet)")
+
+
+def view(shared_root, root_sid, known=None):
+    """The chain whose first job is root_sid as a person reads it: {submission_id (the first job), state and final
+    (its newest attempt's; state null when that record is unreadable), attempts (the records read), goodput (text's
+    line; '' until the newest attempt is final, as the final line), account (the goodput's parts, or null), blame
+    ([{node_ip, why, attempt}] of every attempt, strongest first in each), unreadable (["<id>: <why>"])}. known: {id:
+    (status, why)} already read. Never raises: every record is data."""
+    known = dict(known or {})
+
+    def read(sid):
+        if sid not in known:
+            known[sid] = _status_why(shared_root, sid)
+        return known[sid]
+
+    out = {"submission_id": root_sid, "state": None, "final": False, "attempts": 0, "goodput": "", "account": None,
+           "blame": [], "unreadable": []}
+    root, why = read(root_sid)
+    if root is None:
+        out["unreadable"].append(f"{root_sid}: {why}")
+        return out
+    ids = [root_sid]
+    for other in _list(root.attempts):
+        if conventions.matches(conventions.ID_RULE, other) and other not in ids and len(ids) < MEMBERS_MAX:
+            ids.append(other)
+    for sid in ids:
+        status, why = read(sid)
+        if status is None:
+            out["unreadable"].append(f"{sid}: {why}")
+            continue
+        out["attempts"] += 1
+        out["blame"] += [{"node_ip": b.node_ip, "why": b.why, "attempt": sid} for b in status.blame]
+    newest = known[ids[-1]][0]
+    if newest is not None:
+        out.update(state=newest.state, final=bool(newest.final))
+    out["blame"] = out["blame"][:BLAME_SHOWN]
+    out["goodput"] = text(root.goodput) if out["final"] else ""
+    if out["goodput"]:
+        out["account"] = {k: files.bounded_int(getattr(root.goodput, k)) for k in ("wall_s", "productive_s", *LOST)}
+    return out
+
+
+def recent(shared_root, count):
+    """([view] of the `count` chains whose records were written last, newest first, note or None). A record's folder
+    changes each time its status.json is written (a new file renamed in), so one lstat per record orders them and
+    only the newest records' status.json are read, however many years of records the share holds."""
+    count = max(0, min(int(count), RECENT_MAX))
+    jobs = conventions.paths(shared_root)["jobs"]
+    dated = []
+    try:
+        if os.path.islink(jobs):  # the share is data: its jobs folder is never read through a symlink
+            return [], f"{jobs}: is a symlink, not read"
+        with os.scandir(jobs) as entries:
+            for entry in entries:
+                if conventions.matches(conventions.ID_RULE, entry.name):
+                    try:
+                        found = entry.stat(follow_symlinks=False)
+                    except OSError:  # removed meanwhile
+                        continue
+                    if stat.S_ISDIR(found.st_mode):
+                        dated.append((found.st_mtime_ns, entry.name))
+    except FileNotFoundError:
+        return [], None
+    except OSError as exc:
+        return [], f"{jobs}: cannot be listed ({exc.strerror or type(exc).__name__})"
+    chains, seen, known = [], set(), {}
+    for _, sid in sorted(dated, reverse=True)[: count * 20]:  # attempts of one chain share it: a bound on reads
+        if len(chains) >= count:
+            break
+        known[sid] = _status_why(shared_root, sid)
+        status = known[sid][0]
+        root = status.attempt_of if status is not None and conventions.matches(
+            conventions.ID_RULE, status.attempt_of) else sid
+        if root not in seen:
+            seen.add(root)
+            chains.append(view(shared_root, root, known))
+    return chains, None

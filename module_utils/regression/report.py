@@ -22,6 +22,7 @@ from ansible.module_utils.base import files
 from ansible.module_utils.base.conventions import ID_RULE, job_dir, matches, one_line, regression_dir, tensorboard_link
 from ansible.module_utils.jobs.record import read_json, write_text
 from ansible.module_utils.jobs.status import MISSING, STATES
+from ansible.module_utils.regression import chain as regression_chain
 from ansible.module_utils.regression import gates as regression_gates
 from ansible.module_utils.regression import svg_charts
 from ansible.module_utils.verl import metrics as verl_metrics
@@ -87,6 +88,8 @@ def entry_result(entry_name, spec, submission_id, status, log_tail, record_dir, 
         "message": one_line(get("message"), MESSAGE_WIDTH),
         # Why a failed job failed (module_utils/verl/diagnosis.py, written into its status.json).
         "diagnosis": get("diagnosis"),
+        # Its chain of attempts: goodput (productive share, lost by cause) and the nodes blamed (regression/chain.py).
+        "chain": regression_chain.entry_chain(status, record_dir),
         "log_tail": "\n".join((log_tail or "").splitlines()[-LOG_TAIL_LINES:]),
         "record": record_dir,
     }
@@ -221,6 +224,7 @@ def summary_md(report, previous):
     if failed:
         lines += ["", "## Failures", ""]
         lines += [f"- **{md(e['name'])}**: {md(_failure_text(e))}" for e in failed]
+    lines += regression_chain.section(report["entries"], md)
     notes = [f"- **{md(e['name'])}**: {md(e['metrics_note'])}" for e in report["entries"] if e.get("metrics_note")]
     if notes:
         lines += ["", "## Metrics notes", ""] + notes

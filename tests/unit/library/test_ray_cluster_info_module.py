@@ -291,3 +291,34 @@ def test_a_prometheus_url_that_is_not_http_is_never_opened(cluster, tmp_path, ca
     secret.write_text('{"status": "success"}')
     code, out = run(capsys, dashboard_url=URL, prometheus_url=url.replace("/etc/passwd", str(tmp_path)) or "x")
     assert code == 0 and out["prometheus_targets"] is None
+
+
+def put_record(root, sid, **fields):
+    directory = root / "jobs" / sid
+    directory.mkdir(parents=True)
+    (directory / "status.json").write_text(json.dumps({"submission_id": sid, **fields}))
+
+
+def test_recent_records_are_read_through_the_model_even_with_the_cluster_down(cluster, capsys, tmp_path):
+    goodput = {"wall_s": 100, "productive_s": 60, "detection_s": 40, "attempts": 2}
+    put_record(tmp_path, "c", state="FAILED", final=True, attempts=["c-r1"], goodput=goodput,
+               blame=[{"node_ip": "10.0.0.12", "why": "node died", "evidence": {"file": "debug/nodes.json", "line": "x"}}])
+    put_record(tmp_path, "c-r1", state="SUCCEEDED", final=True, attempt_of="c")
+    put_record(tmp_path, "bad", state="SUCCEEDED", final=True, goodput={**goodput, "attempts": -1})
+    code, out = run(capsys, dashboard_url=URL, shared_root=str(tmp_path), recent_records=10)
+    assert code == 0 and out["records_note"] is None
+    by_id = {c["submission_id"]: c for c in out["records"]}
+    assert set(by_id) == {"c", "bad"}
+    assert by_id["c"]["goodput"] == "goodput 60% (lost: detection 40 s)" and by_id["c"]["state"] == "SUCCEEDED"
+    assert by_id["c"]["blame"] == [{"node_ip": "10.0.0.12", "why": "node died", "attempt": "c"}]
+    assert by_id["bad"]["state"] is None and "field 'goodput'" in by_id["bad"]["unreadable"][0]
+
+    cluster["nodes"] = ConnectionError("refused")
+    code, out = run(capsys, dashboard_url=URL, shared_root=str(tmp_path), recent_records=10)
+    assert code == 1 and {c["submission_id"] for c in out["records"]} == {"c", "bad"}
+
+
+def test_no_records_are_read_unless_asked(cluster, capsys, tmp_path):
+    put_record(tmp_path, "c", state="SUCCEEDED", final=True)
+    code, out = run(capsys, dashboard_url=URL, shared_root=str(tmp_path))
+    assert code == 0 and "records" not in out and "records_note" not in out
