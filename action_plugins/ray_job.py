@@ -241,6 +241,10 @@ class ActionModule(ActionBase):
             if not retry.due(status, planned.get("attempts_made", 0))[0]:
                 continue
             submitted = self._resume(module, sid, None, ray_config, 0, planned, follow_it=False)
+            if submitted.get("failed"):  # too few healthy workers, say: the job stays FAILED, the pass goes on
+                self._show(submitted.get("msg", f"{sid}: not retried"))
+                watched.setdefault("not_retried", []).append(sid)
+                continue
             watched.setdefault("attempts", []).append(submitted.get("submission_id") or sid)
             watched["changed"] = True
         self._show(watched.get("msg", ""))
@@ -260,6 +264,12 @@ class ActionModule(ActionBase):
                 extra_vars=extra, known=spec is not None)
         except jobspec_input.JobSpecError as exc:
             return {"failed": True, "msg": str(exc)}
+        # The workers the failed attempt blames are cordoned first, so the next one runs on healthy ones (around.py).
+        went = module(action="around", submission_id=submission_id)
+        if went.get("failed"):
+            return went
+        if went.get("progress"):
+            self._show(went["progress"])
         submitted = module(action="submit", spec=attempt.to_dict(), preflight=False)
         if submitted.get("failed") or self._task.check_mode:
             return submitted

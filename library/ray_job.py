@@ -27,7 +27,8 @@ description:
     verl from the newest whole checkpoint over the job's and its attempts' checkpoint dirs
     (module_utils/verl/checkpoints.py); the first job's status.json lists its C(attempts), each attempt's names
     C(attempt_of) and C(resumed_from). O(action=resume) does the same by hand (O(action=attempt) is its module
-    half, which names the next attempt and returns the record's spec, changing nothing).
+    half, which names the next attempt and returns the record's spec, changing nothing). Before it submits, the
+    workers the failed attempt's blame names are cordoned (O(action=around)), so the attempt runs on healthy ones.
   - O(action=wait) and O(action=watch) track a running job's progress (the record's C(progress)); a job whose verl
     step has not moved for its C(timeouts.stall_s) (a job without steps, whose log has not grown; by default ten
     times its median step, at least 900 s) is hung. The stacks of its processes go into C(debug/stacks/), the record's
@@ -57,10 +58,13 @@ description:
 options:
   action:
     description:
-      - What to do. C(resume) is the action plugin's only (it calls the module's C(attempt), then C(submit));
-        C(attempt) is the module's only.
+      - What to do. C(resume) is the action plugin's only (it calls the module's C(attempt), C(around), then
+        C(submit)); C(attempt) and C(around) are the module's only.
+      - C(around) cordons the workers a failed job's blame names (its spec's C(retries.cordon), on by default; see
+        the ray_cordon module), waits for Ray to hold them, and fails in one line when too few healthy workers remain
+        for the job's resources (the job then stays FAILED with its blame).
     type: str
-    choices: [submit, wait, status, stop, logs, stacks, reconcile, watch, resume, attempt]
+    choices: [submit, wait, status, stop, logs, stacks, reconcile, watch, resume, attempt, around]
     default: submit
   spec:
     description:

@@ -20,9 +20,10 @@ ACTIONS = {
                        "(the action plugin then submits the attempts due)")),
     "resume": ("action", "submit the next attempt from the newest whole checkpoint and follow it"),
     "attempt": ("module", "name the next attempt and return the record's spec (resume's module half)"),
+    "around": ("module", "cordon the workers a failed job's blame names; fail when too few healthy ones remain"),
 }
 # The actions that name a job (submission_id required).
-NEEDS_ID = ("wait", "status", "stop", "logs", "resume", "attempt", "stacks")
+NEEDS_ID = ("wait", "status", "stop", "logs", "resume", "attempt", "around", "stacks")
 # What a person asks of one job (job.yml -e do=...): those that name a job, but the module's own.
 PER_JOB = tuple(a for a in NEEDS_ID if ACTIONS[a][0] != "module")
 

@@ -4,7 +4,7 @@ import os
 
 from ansible.module_utils.base import conventions
 from ansible.module_utils.base import ray_cluster as rc
-from ansible.module_utils.jobs import attempts, follow, options, reconcile, stacks, submit, watch
+from ansible.module_utils.jobs import around, attempts, follow, options, reconcile, stacks, submit, watch
 from ansible.module_utils.jobs.job import Failed, Job
 from ansible.module_utils.jobs.record import LockTimeout
 from ansible.module_utils.jobs.status import RecordError
@@ -14,7 +14,7 @@ UNREACHABLE = "cannot talk to Ray's job API"
 # Where Ray's client raises from (its SDK, HTTP and its libraries): an error raised there is Ray's, whatever its type.
 _RAY_PACKAGES = ("ray", "requests", "urllib3", "aiohttp")
 ACTIONS = {"wait": follow.follow, "stop": follow.stop, "status": follow.status_action, "logs": follow.logs_action,
-           "attempt": attempts.attempt_action, "stacks": stacks.stacks_action}
+           "attempt": attempts.attempt_action, "around": around.around_action, "stacks": stacks.stacks_action}
 
 
 def run(module):

@@ -108,7 +108,8 @@ FIELDS = (
           choices=conventions.STALL_CHOICES))),
     F("retries", "object", "The spec's retry policy.", fields=(
         F("max", "int", "Attempts after the first."),
-        F("on", "list", "Diagnosis kinds that are retried.", item=_TEXT))),
+        F("on", "list", "Diagnosis kinds that are retried.", item=_TEXT),
+        F("cordon", "bool", "Cordon the blamed workers before the next attempt (null: a record from before: yes)."))),
     F("submitted_at", "int", "When ray_job submitted the job (ms since the epoch).", **MS),
     F("updated_at", "int", "When status.json was last written (ms).", **MS),
     F("phases", "object", "Seconds spent in each phase.", fields=(

@@ -97,7 +97,8 @@ def submit_locked(job, spec, config, info, entrypoint, runtime_env, options, sho
     status = JobStatus(job.sid, state="PENDING", spec=spec.name, workload=spec.workload, code_path=spec.code_path,
                        code_id=spec.code_id, record=spec.output_dir,
                        timeouts=dataclasses.asdict(spec.timeouts),
-                       retries={"max": spec.retries.max, "on": list(spec.retries.on)})
+                       retries={"max": spec.retries.max, "on": list(spec.retries.on),
+                                "cordon": spec.retries.cordon})
     if "resumed_from" in shown:
         root, linked = attempts.chain(config, shown["resumed_from"]["root"])
         status.attempt_of = root

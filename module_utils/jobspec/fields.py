@@ -122,6 +122,9 @@ SPEC_FIELDS = (
         Field("max", "int", "Attempts after the first; 0: never retried.", default=0, minimum=0),
         Field("on", "list", "Failure kinds (the record's diagnosis) that are retried.",
               default=["node_died", "head_restarted", "nccl_gloo"], item=Field("", "str", choices=RETRYABLE)),
+        Field("cordon", "bool", "Before the next attempt, cordon the workers the failed one's blame names (as "
+              "cordon.yml does), so it runs on the healthy ones; too few left for resources: not retried.",
+              default=True),
     )),
     Field("debug", "object", "Ray's debugger (debugpy) for the job's tasks and actors: it listens on the node's "
           "cluster address, never 0.0.0.0; attach with VS Code's Ray Distributed Debugger.", fields=(

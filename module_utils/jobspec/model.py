@@ -91,6 +91,7 @@ class Timeouts:
 class Retries:
     max: int
     on: list
+    cordon: bool = True
 
 
 @dataclasses.dataclass(frozen=True)

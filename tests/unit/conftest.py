@@ -5,7 +5,7 @@ and are killed by PID at teardown)."""
 import os
 
 import pytest
-from ansible.module_utils.base import conventions
+from ansible.module_utils.base import conventions, cordon_hold
 from ansible.module_utils.base import ray_cluster as rc
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.jobs import evidence, follow, record, step, submit
@@ -26,6 +26,8 @@ def ray(monkeypatch):
     monkeypatch.setattr(rc, "job_log_chunks", fake.log_chunks)
     monkeypatch.setattr(rc, "node_logs", fake.node_logs)  # the nodes' own logs: never a request from a unit test
     monkeypatch.setattr(rc, "node_log_tail", fake.node_log_tail)
+    monkeypatch.setattr(cordon_hold, "list_groups", fake.list_groups)  # the cordons' holds (around.py)
+    monkeypatch.setattr(cordon_hold, "apply", fake.hold)
     for module in (evidence, follow, record, step, submit):
         monkeypatch.setattr(module, "time", clock)
 

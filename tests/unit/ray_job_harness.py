@@ -23,7 +23,7 @@ SID = "smoke-20250102T030405Z-abc123"
 HEAD = {"node_id": "n-head", "node_ip": "10.0.0.10", "node_name": "head", "is_head_node": True, "state": "ALIVE",
         "resources_total": {"CPU": 0.0}}
 WORKER = {"node_id": "n-w1", "node_ip": "10.0.0.11", "node_name": "w1", "is_head_node": False, "state": "ALIVE",
-          "resources_total": {"CPU": 8.0, "worker_node": 1.0}}
+          "resources_total": {"CPU": 8.0, "GPU": 2.0, "worker_node": 1.0}}
 LOG = f"""\
 smoke_probe: WANDB_API_KEY={SECRET}
 step:1 - train/loss:6.0625 - train/grad_norm:4.10 - train/lr:0.001
@@ -68,6 +68,7 @@ class FakeRay:
         self.submit_error = None
         self.stop_to = "STOPPED"  # what stop_job makes of a job; None: it keeps its state
         self.node_files, self.nodes_down, self.tails = {}, set(), []  # {node_id: {log name: text}}; what was read
+        self.groups, self.busy_ips = [], set()  # placement groups; workers whose GPUs a stopped job still holds
 
     def client(self, dashboard_url, token):
         self.clients.append((dashboard_url, token))
@@ -136,6 +137,19 @@ class FakeRay:
 
     def list_jobs(self):
         return list(self.jobs.values())
+
+    def list_groups(self, url):
+        """Ray's placement groups (the cordons' holds among them)."""
+        return list(self.groups)
+
+    def hold(self, address, changes, ray_module=None):
+        """base/cordon_hold.apply: remove and create holds; a new one is placed at once unless its IP is busy."""
+        gone = {g["placement_group_id"] for g in changes["remove"]}
+        self.groups = [g for g in self.groups if g["placement_group_id"] not in gone]
+        for ip, node in changes["create"]:
+            self.groups.append({"name": f"ray-verl-cordon-{ip}-{node['node_id']}", "placement_group_id": f"pg-{ip}",
+                                "state": "PENDING" if ip in self.busy_ips else "CREATED"})
+        return len(changes["create"]) + len(changes["remove"])
 
     def node_logs(self, url, node_id, timeout=10, glob="*"):
         """Ray's state API: a node's log names, by category (worker_out, worker_err, ...), those glob matches; a node

@@ -247,7 +247,8 @@ def test_defaults():
         "output_dir": f"/private/jobs/{sid}", "checkpoint_dir": f"/private/jobs/{sid}/checkpoints",
         "save_freq": 10, "total_training_steps": None, "total_epochs": None,
         "timeouts": {"pending_s": 600, "max_run_s": None, "stall_s": None, "on_stall": "report"},
-        "retries": {"max": 0, "on": ["node_died", "head_restarted", "nccl_gloo"]}, "resume_from": None,
+        "retries": {"max": 0, "on": ["node_died", "head_restarted", "nccl_gloo"], "cordon": True},
+        "resume_from": None,
         "debug": {"breakpoints": False, "post_mortem": False},
         "env": {}, "overrides": [],
         "reward_fn_path": None, "project_name": "verl-ray", "experiment_name": sid, "metadata": {}}

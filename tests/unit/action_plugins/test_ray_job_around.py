@@ -1,0 +1,77 @@
+"""A retry goes around the workers its failed attempt blames (module_utils/jobs/around.py), through the action plugin
+and the real module on a fake Ray: the blamed worker is cordoned (a file, by retry) and held, and the attempt runs
+on the others; too few healthy workers, or a blamed worker Ray cannot hold yet, leave the job FAILED in one line."""
+
+import json
+import os
+
+import pytest
+from ansible.module_utils.base import ray_cluster as rc
+from ansible.module_utils.jobs import around, blame
+from ray_job_harness import HEAD, WORKER
+from test_ray_job_action import retry_run, status_of
+
+WORKER2 = {**WORKER, "node_id": "n-w2", "node_ip": "10.0.0.12", "node_name": "w2"}
+BLAMED = {"node_ip": "10.0.0.11", "host": "w1", "why": "node died",
+          "evidence": {"file": "debug/ray_nodes_post.json", "line": "10.0.0.11 DEAD"}}
+
+
+@pytest.fixture
+def blamed(monkeypatch):
+    monkeypatch.setattr(blame, "find", lambda *args, **kwargs: [dict(BLAMED)])
+    monkeypatch.setattr(around, "HOLD_WAIT_S", 0)
+
+
+def run(ray, ray_config, capsys, monkeypatch, tmp_path, nodes, **extra):
+    monkeypatch.setattr(rc, "list_nodes", lambda url: nodes)
+    return retry_run(ray, ray_config, capsys, monkeypatch, tmp_path,
+                     {"spec": "sft", "submission_id": "tr-1", "retries.max": 1, **extra},
+                     {"extra_vars": True, "wait": True})
+
+
+def cordon_file(ray_config, ip="10.0.0.11"):
+    path = os.path.join(ray_config["shared_root"], "cordons", f"{ip}.json")
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def test_the_blamed_worker_is_cordoned_and_the_attempt_runs_on_the_others(ray, ray_config, capsys, monkeypatch,
+                                                                          tmp_path, blamed):
+    result, _, shown, jobs = run(ray, ray_config, capsys, monkeypatch, tmp_path, [HEAD, WORKER, WORKER2])
+    assert not result.get("failed"), result.get("msg")
+    assert result["state"] == "SUCCEEDED" and result["submission_id"] == "tr-1-r1"
+    cordon = cordon_file(ray_config)
+    assert cordon["by"] == "retry" and cordon["job"] == "tr-1" and "node died" in cordon["why"]
+    assert [g["name"] for g in ray.groups] == ["ray-verl-cordon-10.0.0.11-n-w1"]
+    assert any("cordoned 10.0.0.11 (blamed) before its next attempt; it runs on 10.0.0.12" in line for line in shown)
+    assert status_of(jobs, "tr-1")["blame"][0]["node_ip"] == "10.0.0.11"
+
+
+def test_too_few_healthy_workers_leave_the_job_failed_with_its_blame(ray, ray_config, capsys, monkeypatch, tmp_path,
+                                                                     blamed):
+    result, sent, _, jobs = run(ray, ray_config, capsys, monkeypatch, tmp_path, [HEAD, WORKER])
+    assert result["failed"] and "\n" not in result["msg"]
+    assert result["msg"].startswith("tr-1: not retried: 0 healthy worker(s) (none) for its 1 node(s) of 2 GPU(s), "
+                                    "with 10.0.0.11 cordoned for its blame; it stays FAILED")
+    assert [a["action"] for a in sent] == ["submit", "wait", "attempt", "around"]
+    assert not os.path.exists(os.path.join(jobs, "tr-1-r1")) and len(ray.submitted) == 1
+    tr1 = status_of(jobs, "tr-1")
+    assert tr1["state"] == "FAILED" and tr1["blame"][0]["node_ip"] == "10.0.0.11" and tr1["attempts"] == []
+
+
+def test_a_blamed_worker_ray_cannot_hold_yet_is_not_retried_onto(ray, ray_config, capsys, monkeypatch, tmp_path,
+                                                                 blamed):
+    ray.busy_ips.add("10.0.0.11")  # the stopped attempt's processes still keep its GPUs
+    result, _, _, jobs = run(ray, ray_config, capsys, monkeypatch, tmp_path, [HEAD, WORKER, WORKER2])
+    assert result["failed"] and "Ray does not hold the cordoned 10.0.0.11 after 0 s" in result["msg"]
+    assert not os.path.exists(os.path.join(jobs, "tr-1-r1")) and cordon_file(ray_config)["job"] == "tr-1"
+
+
+def test_retries_cordon_false_retries_onto_the_same_workers(ray, ray_config, capsys, monkeypatch, tmp_path, blamed):
+    result, _, shown, _ = run(ray, ray_config, capsys, monkeypatch, tmp_path, [HEAD, WORKER],
+                              **{"retries.cordon": False})
+    assert not result.get("failed"), result.get("msg")
+    assert result["submission_id"] == "tr-1-r1" and cordon_file(ray_config) is None and ray.groups == []
+    assert not any("cordoned" in line for line in shown)
