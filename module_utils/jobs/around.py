@@ -57,26 +57,26 @@ def around_action(module, job):
     found, problems = cordons.read_all(config.shared_root)
     nodes = job.client.nodes()
     changes = cordon_hold.plan(set(found) | set(ips), nodes, cordon_hold.list_groups(url))
-    held = {}
     if not module.check_mode:
         cordon_hold.apply(config.address, changes)
-        waited = [ip for ip in ips if ip not in changes["absent"]]  # a dead node takes no work: nothing to hold
-        held = cordon_hold.wait_held(lambda: cordon_hold.list_groups(url), waited, HOLD_WAIT_S) if waited else {}
     want_nodes, want_gpus = needs(read_json(job.rec["job_spec"], base=job.rec["dir"]))
     free = healthy(nodes, set(found) | set(ips), want_gpus)
-    result = job.result(status, "", cordoned=ips, cordoned_now=made, healthy=free, held=held, problems=problems)
+    result = job.result(status, "", cordoned=ips, cordoned_now=made, healthy=free, problems=problems)
     blamed = ", ".join(ips) or "none"
     if len(free) < want_nodes:
         raise Failed(f"{job.sid}: not retried: {len(free)} healthy worker(s) ({', '.join(free) or 'none'}) for its "
                      f"{want_nodes} node(s) of {want_gpus} GPU(s), with {blamed} cordoned for its blame; it stays "
                      "FAILED. Give a worker back (cordon.yml -e host=... -e state=absent) or add one, then "
                      f"job.yml -e id={job.sid} -e do=resume", **result)
+    waited = [ip for ip in ips if ip not in changes["absent"]]  # a dead node takes no work: nothing to hold
+    held = result["held"] = (cordon_hold.wait_held(lambda: cordon_hold.list_groups(url), waited, HOLD_WAIT_S)
+                             if waited and not module.check_mode else {})
     waiting = sorted(ip for ip, state in held.items() if state != "CREATED")
     if waiting:
         raise Failed(f"{job.sid}: not retried: Ray does not hold the cordoned {', '.join(waiting)} after "
                      f"{HOLD_WAIT_S} s (the stopped attempt's processes still keep its GPUs); it stays FAILED: "
                      f"job.yml -e id={job.sid} -e do=resume once status.yml shows it held", **result)
-    result["progress"] = (f"{job.sid}: cordoned {blamed} (blamed) before its next attempt; it runs on "
+    result["progress"] = (f"{job.sid}: cordoned {blamed} (blamed) before its next attempt, which may run on "
                           f"{', '.join(free)}" if ips else "")
     result["progress"] = conventions.one_line(result["progress"], 400)
     return result
