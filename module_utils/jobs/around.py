@@ -47,7 +47,10 @@ def around_action(module, job):
     if not status.final or status.state != "FAILED":
         raise Failed(f"{job.sid}: {status.state}: only a failed job's next attempt goes around its blamed workers")
     config, url = job.config, job.config.dashboard_url
-    ips = blamed_ips(status) if status.retries.cordon is not False else []
+    nodes = job.client.nodes()
+    # Only a worker is cordoned: a blamed head (a one-box site's aside) offers no work to keep off.
+    workers = {n.get("node_ip") for n in nodes if "worker_node" in (n.get("resources_total") or {})}
+    ips = [ip for ip in blamed_ips(status) if ip in workers] if status.retries.cordon is not False else []
     why = {b.node_ip: b.why for b in status.blame or ()}
     made = []
     for ip in ips:
@@ -55,7 +58,6 @@ def around_action(module, job):
         if not module.check_mode and cordons.add(config.shared_root, entry)[0]:
             made.append(ip)
     found, problems = cordons.read_all(config.shared_root)
-    nodes = job.client.nodes()
     changes = cordon_hold.plan(set(found) | set(ips), nodes, cordon_hold.list_groups(url))
     if not module.check_mode:
         cordon_hold.apply(config.address, changes)

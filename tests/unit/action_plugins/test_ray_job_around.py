@@ -75,3 +75,10 @@ def test_retries_cordon_false_retries_onto_the_same_workers(ray, ray_config, cap
     assert not result.get("failed"), result.get("msg")
     assert result["submission_id"] == "tr-1-r1" and cordon_file(ray_config) is None and ray.groups == []
     assert not any("cordoned" in line for line in shown)
+
+
+def test_a_blamed_node_that_is_no_worker_is_not_cordoned(ray, ray_config, capsys, monkeypatch, tmp_path):
+    monkeypatch.setattr(blame, "find", lambda *args, **kwargs: [{**BLAMED, "node_ip": "10.0.0.10", "host": "head"}])
+    result, _, _, _ = run(ray, ray_config, capsys, monkeypatch, tmp_path, [HEAD, WORKER])
+    assert not result.get("failed"), result.get("msg")
+    assert result["submission_id"] == "tr-1-r1" and cordon_file(ray_config, "10.0.0.10") is None and ray.groups == []
