@@ -1,4 +1,4 @@
-"""Action for ray_cordon: the cluster's ray_config, token and Ray Python come from the inventory (as ray_job's), and
+"""Action for ray_cordon: the cluster's ray_config, token, Ray Python and workers come from the inventory, and
 a wait for Ray to hold the worker is announced before it starts (a module cannot print until it returns)."""
 
 import os
@@ -20,6 +20,8 @@ class ActionModule(ActionBase):
         connection, python = ray_action.connection(self._templar, args, address="ray_config")
         args.pop("python", None)
         args.update(connection)
+        # The inventory's workers by name (roles/project_defaults), for -e host=NAME and the cordons' lines.
+        args.setdefault("workers", ray_action.inventory_value(self._templar, "ray_worker_addresses", {}) or {})
         wait_s = args.get("wait_s") or 0
         if wait_s and not self._task.check_mode and args.get("state", "present") != "absent":
             display.display(f"{task_vars.get('inventory_hostname', '')} | cordon: waiting up to {wait_s} s for Ray "

@@ -25,7 +25,9 @@ options:
       - The worker, by inventory name or address (one of O(workers)). Required with present and absent.
     type: str
   workers:
-    description: "The inventory's workers, C({name: address}), that O(host) is looked up in."
+    description:
+      - "The inventory's workers, C({name: address}), that O(host) is looked up in, and whose names the lines show."
+      - The action plugin fills it from the inventory's C(ray_worker_addresses).
     type: dict
     default: {}
   why:
@@ -164,7 +166,8 @@ def run(module):
     else:
         result["held"] = {**changes["held"], **{ip: "missing" for ip, _ in changes["create"]}}
     result["absent"] = changes["absent"]
-    result["lines"] = [cordons.line(e) + f" [Ray: {hold_word(result['held'].get(ip), ip in changes['absent'])}]"
+    names = {ip: name for name, ip in (p["workers"] or {}).items()}
+    result["lines"] = [cordons.line(e, names.get(ip)) + f" [Ray: {hold_word(result['held'].get(ip), ip in changes['absent'])}]"
                        for ip, e in sorted(found.items()) if e] + problems
     return result
 

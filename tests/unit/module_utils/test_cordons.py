@@ -114,3 +114,12 @@ def test_wait_held_polls_until_placed():
     assert seen == {"1.2.3.4": "CREATED"}
     left = cordon_hold.wait_held(list, ["1.2.3.4"], 0, clock=iter(range(100)).__next__, sleep=lambda s: None)
     assert left == {"1.2.3.4": "missing"}
+
+
+def test_a_line_is_printable_whatever_the_file_holds(tmp_path):
+    (tmp_path / "cordons").mkdir()
+    text = {"node_ip": "198.18.0.12", "since_ms": 1_790_000_000_000, "by": "person", "why": "bad\x1b]52;c;AAAA\x07\nGPU"}
+    (tmp_path / "cordons" / "198.18.0.12.json").write_text(json.dumps(text))
+    found, _ = cordons.read_all(str(tmp_path))
+    shown = cordons.line(found["198.18.0.12"], "w2")
+    assert shown.startswith("198.18.0.12 (w2): cordoned by person at 2026-") and shown.endswith(": bad GPU"), shown
