@@ -4,6 +4,9 @@ The lab is brought up once per session (lab/lab.py) and the cluster with up.yml;
 tests run the playbooks exactly as a user types them, from the repository root.
 """
 
+import contextlib
+import glob
+import json
 import os
 import re
 import subprocess
@@ -23,6 +26,8 @@ DASHBOARD = lab.DASHBOARD_URL
 IPS = {host.name: host.ip for host in lab.plan_hosts(2)}  # the lab these tests bring up: a head, two workers
 HEAD, WORKER1, WORKER2 = IPS
 RECORDS = os.path.join(ROOT, ".lab", "private", "jobs")
+CORDONS = os.path.join(ROOT, ".lab", "private", "cordons")
+WORKER3 = lab.plan_hosts(3)[-1]  # the third worker, while a module grows the lab (three_workers)
 
 
 class Run:
@@ -136,3 +141,34 @@ def cluster_up(lab):
 def new_id(prefix="it"):
     """A fresh submission id."""
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+@contextlib.contextmanager
+def three_workers():
+    """The lab grown to three workers and up.yml run; shrunk back to the suite's two after, once Ray has declared the
+    third one's node dead, so the tests after it see the two-worker cluster they expect."""
+    subprocess.run(["make", "-s", "lab-up", "WORKERS=3"], cwd=ROOT, check=True, timeout=600)
+    try:
+        run = playbook("up.yml")
+        assert run.rc == 0, run
+        yield
+    finally:
+        subprocess.run(["make", "-s", "lab-up", "WORKERS=2"], cwd=ROOT, check=True, timeout=600)
+        wait_for(lambda: WORKER3.ip not in alive_by_ip(), 120, f"Ray to declare {WORKER3.name}'s node dead")
+
+
+def cordoned():
+    """{ip: cordon} of the lab's cordoned workers (cordon.yml's files on the shared root)."""
+    found = {}
+    for path in glob.glob(os.path.join(CORDONS, "*.json")):
+        with open(path, encoding="utf-8") as handle:
+            found[os.path.basename(path)[:-len(".json")]] = json.load(handle)
+    return found
+
+
+def uncordon_all():
+    """Give back every cordoned worker (cordon.yml -e state=absent), so the next tests have the whole cluster."""
+    for ip in cordoned():
+        run = playbook("cordon.yml", "-e", f"host={ip}", "-e", "state=absent")
+        assert run.rc == 0, run
+    assert cordoned() == {}

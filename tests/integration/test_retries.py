@@ -8,7 +8,20 @@ import time
 
 import pytest
 from ansible.module_utils.base import ray_cluster
-from conftest import DASHBOARD, IPS, RECORDS, TOKEN, new_id, nodes, playbook, ssh, tracked_step, wait_for
+from conftest import (
+    DASHBOARD,
+    IPS,
+    RECORDS,
+    TOKEN,
+    cordoned,
+    new_id,
+    nodes,
+    playbook,
+    ssh,
+    tracked_step,
+    uncordon_all,
+    wait_for,
+)
 
 pytestmark = pytest.mark.usefixtures("cluster_up")
 
@@ -91,24 +104,32 @@ def test_a_job_whose_node_dies_is_retried_from_its_newest_whole_checkpoint():
     with open(os.path.join(RECORDS, f"{sid}-r1", "logs", "driver.log"), encoding="utf-8") as handle:
         log = handle.read()
     assert f"step:{resumed['step'] + 1} " in log and "step:1 " not in log
-    assert playbook("up.yml").rc == 0  # the killed worker rejoins
+    # The retry cordoned the blamed node first (it was dead: nothing to hold), and ran on the other worker.
+    assert cordoned()[killed_ip]["by"] == "retry" and cordoned()[killed_ip]["job"] == sid, cordoned()
+    assert attempt["driver_node_ip"] != killed_ip, attempt
+    try:
+        assert playbook("up.yml").rc == 0  # the killed worker rejoins, still cordoned
+    finally:
+        uncordon_all()
 
 
 def test_do_resume_skips_a_half_written_checkpoint():
+    """A job stopped by a person once step 3 is saved (no node dies: no blame, nothing cordoned) is resumed by hand,
+    and the newest checkpoint, missing a shard as when a node dies while saving, is skipped."""
     sid = new_id("resume")
-    run, _ = submit_and_kill_after_step(sid, 3)
-    assert run.rc != 0 and status(sid)["state"] == "FAILED", run  # no retries: the job just failed
-    assert status(sid)["diagnosis"]["kind"] == "node_died", status(sid)["diagnosis"]
+    assert playbook("submit.yml", *SFT, "-e", f"submission_id={sid}").rc == 0
+    wait_for(lambda: tracked_step(sid) >= 3, 600, f"{sid} to save global_step_3")
+    stopped = playbook("job.yml", "-e", f"id={sid}", "-e", "do=stop")
+    assert stopped.rc == 0 and status(sid)["final"] and status(sid)["state"] != "SUCCEEDED", stopped
     newest = tracked_step(sid)
     # The newest checkpoint loses a shard, as when a node dies while saving: it must be skipped.
     shard = os.path.join(RECORDS, sid, "checkpoints", f"global_step_{newest}", "model_world_size_1_rank_0.pt")
     os.unlink(shard)
-    assert playbook("up.yml").rc == 0
     started = time.monotonic()
     run = playbook("job.yml", "-e", f"id={sid}", "-e", "do=resume")
     assert run.rc == 0, run
     attempt = status(f"{sid}-r1")
     assert attempt["state"] == "SUCCEEDED" and attempt["resumed_from"]["step"] == newest - 1, attempt
     assert any(f"global_step_{newest}: lacks model" in s for s in attempt["resumed_from"]["skipped"])
-    assert status(sid)["attempts"] == [f"{sid}-r1"]
+    assert status(sid)["attempts"] == [f"{sid}-r1"] and status(sid)["blame"] == [] and cordoned() == {}
     print(f"resumed {sid} from step {newest - 1} in {time.monotonic() - started:.0f}s")
