@@ -107,16 +107,20 @@ from ansible.module_utils.base.ray_connection import argument_spec
 from ansible.module_utils.basic import AnsibleModule
 
 
-def resolve(host, workers):
-    """(name or None, ip) of host among the inventory's workers ({name: ip}); CordonError naming host otherwise."""
-    known = {str(name): cordons.node_ip(ip, f"workers.{name}") for name, ip in (workers or {}).items()}
-    if host in known:
-        return host, known[host]
-    for name, ip in known.items():
-        if str(host) == ip:
-            return name, ip
+def resolve(host, workers, cordoned=()):
+    """(name or None, ip) of host: an inventory worker by name or address ({name: address}), or the address of a
+    cordon already there (cordoned: so a retry's cordon of a node outside the inventory can be given back);
+    CordonError naming host otherwise. Only the entry that matches is read as an address."""
+    workers = {str(name): str(address) for name, address in (workers or {}).items()}
+    if str(host) in workers:
+        return str(host), cordons.node_ip(workers[str(host)], f"host: {host}'s address")
+    for name, address in workers.items():
+        if cordons.canonical(address) is not None and cordons.canonical(address) == cordons.canonical(host):
+            return name, cordons.node_ip(address)
+    if cordons.canonical(host) in cordoned:
+        return None, cordons.canonical(host)
     raise cordons.CordonError(f"host: {one_line(host, 60)!r} is not a worker of this inventory (one of: "
-                              f"{', '.join(sorted(known)) or 'none'})")
+                              f"{', '.join(sorted(workers)) or 'none'})")
 
 
 def busy_jobs(client_jobs, actors, node_id):
@@ -135,7 +139,8 @@ def run(module):
     if p["state"] != "synced":
         if not p["host"]:
             raise cordons.CordonError("host: name the worker (-e host=NAME, an inventory worker or its address)")
-        name, ip = resolve(p["host"], p["workers"])
+        name, ip = resolve(p["host"], p["workers"], set(cordons.read_all(shared_root)[0]) if p["state"] == "absent"
+                           else ())
         result["node_ip"] = ip
         entry, problem = cordons.read_one(shared_root, ip)
         result["existed"] = bool(entry or problem)
@@ -157,25 +162,29 @@ def run(module):
             p["token_path"])).list_jobs()], rc.list_actor_summaries(url), node["node_id"]) if node else []
     found, problems = cordons.read_all(shared_root)
     nodes = rc.list_nodes(url)
-    changes = cordon_hold.plan(set(found), nodes, cordon_hold.list_groups(url))
-    result["changed"] = result["changed"] or bool(changes["create"] or changes["remove"])
+    changes = cordon_hold.sync(lambda: set(cordons.read_all(shared_root)[0]), nodes,
+                               lambda: cordon_hold.list_groups(url), address, check=module.check_mode)
+    result["changed"] = result["changed"] or changes["changed"]
     if not module.check_mode:
-        cordon_hold.apply(address, changes)
         result["held"] = cordon_hold.wait_held(lambda: cordon_hold.list_groups(url), sorted(
-            set(found) - set(changes["absent"])), p["wait_s"])
+            set(found) - set(changes["absent"])), p["wait_s"], nodes=nodes)
     else:
         result["held"] = {**changes["held"], **{ip: "missing" for ip, _ in changes["create"]}}
     result["absent"] = changes["absent"]
     names = {ip: name for name, ip in (p["workers"] or {}).items()}
     result["lines"] = [cordons.line(e, names.get(ip)) + f" [Ray: {hold_word(result['held'].get(ip), ip in changes['absent'])}]"
                        for ip, e in sorted(found.items()) if e] + problems
+    # A hold without its file (a run gave the worker back while another made it): shown until a sync removes it.
+    result["lines"] += [f"{g['name']}: a hold without a cordon file (the next up.yml or cordon.yml removes it)"
+                        for g in changes["remove"]] if module.check_mode else []
     return result
 
 
 def hold_word(state, absent):
     if absent:
         return "not in the cluster; held when it joins"
-    return {"CREATED": "held", "PENDING": "waiting for its running work to end"}.get(state, "not held yet")
+    return {"CREATED": "held", "PENDING": "not held yet: new work can still land there until its running work "
+            "ends"}.get(state, "not held yet")
 
 
 def main():

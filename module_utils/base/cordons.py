@@ -46,6 +46,14 @@ def node_ip(value, field="node_ip"):
         raise CordonError(f"{field}: {conventions.one_line(value, 60)!r} is not an IP address") from None
 
 
+def canonical(value):
+    """The canonical text of an address, or None when it is not one."""
+    try:
+        return str(ipaddress.ip_address(str(value)))
+    except ValueError:
+        return None
+
+
 def folder(shared_root):
     return os.path.join(shared_root, DIR)
 
@@ -96,18 +104,19 @@ def add(shared_root, entry):
 
 
 def remove(shared_root, ip):
-    """Remove a worker's cordon: True when there was one (a file, whatever it held)."""
+    """Remove a worker's cordon: True when there was one (a file, whatever it held). The name is unlinked in the
+    cordons folder reached as the share's files are (never through a symlink)."""
     target = path(shared_root, ip)
     try:
-        info = os.lstat(folder(shared_root))
+        dir_fd, leaf = files.open_parent(target, shared_root)
     except FileNotFoundError:
         return False
-    if not stat.S_ISDIR(info.st_mode):
-        raise files.UnsafeFile(f"{folder(shared_root)}: is {files.kind(info.st_mode)}, not the cordons folder")
     try:
-        os.unlink(target)  # unlink never follows a symlink: a link planted there is what is removed
+        os.unlink(leaf, dir_fd=dir_fd)  # unlink never follows a symlink: a link planted there is what is removed
     except FileNotFoundError:
         return False
+    finally:
+        os.close(dir_fd)
     return True
 
 
@@ -136,15 +145,16 @@ def read_all(shared_root):
     """(cordons, problems): every readable cordon, by IP, and one line for each file that is not one (the worker its
     name gives still counts as cordoned: see cordoned_ips)."""
     try:
-        names = sorted(os.listdir(folder(shared_root)))[:MAX_FILES]
+        names = sorted(n for n in os.listdir(folder(shared_root)) if not n.startswith(".tmp-"))
     except FileNotFoundError:
         return {}, []
     except OSError as exc:
         return {}, [f"{folder(shared_root)}: cannot be listed ({conventions.one_line(exc, 200)})"]
-    found, problems = {}, []
+    problems = [f"{folder(shared_root)}: {len(names)} files, only the first {MAX_FILES} read"] if len(names) > MAX_FILES \
+        else []
+    names = names[:MAX_FILES]
+    found = {}
     for name in names:
-        if name.startswith(".tmp-"):
-            continue
         stem, _, ext = name.rpartition(".")
         try:
             ip = node_ip(stem)

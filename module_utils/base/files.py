@@ -378,3 +378,9 @@ def write_new(path, data, base=None, mode=0o644):
         except OSError:
             pass
         os.close(dir_fd)
+
+
+def open_parent(path, base):
+    """(descriptor of path's directory, its last name): reached below base as every file of the share is (no
+    directory through a symlink); the caller closes it."""
+    return _open_parent(path, base)

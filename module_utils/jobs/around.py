@@ -41,44 +41,58 @@ def healthy(nodes, cordoned, gpus):
 
 
 def around_action(module, job):
-    """action=around: cordon the workers this final, failed job's blame names (its spec's retries.cordon, on unless
-    false) and say whether its next attempt can run on the healthy ones; Failed (one line) when it cannot."""
+    """action=around: before the next attempt of this final job, cordon the workers its blame names (its spec's
+    retries.cordon, on unless false; each once: a worker a person gave back stays so) and say whether the attempt can
+    run on the healthy ones; Failed (one line) when it cannot. A job that did not fail (a person stopped it) blames no
+    one: only the healthy workers are counted."""
     status, _, _ = refresh(module, job)
-    if not status.final or status.state != "FAILED":
-        raise Failed(f"{job.sid}: {status.state}: only a failed job's next attempt goes around its blamed workers")
+    if not status.final or status.state == "SUCCEEDED":
+        raise Failed(f"{job.sid}: {status.state}: nothing to resume")
     config, url = job.config, job.config.dashboard_url
     nodes = job.client.nodes()
-    # Only a worker is cordoned: a blamed head (a one-box site's aside) offers no work to keep off.
-    workers = {n.get("node_ip") for n in nodes if "worker_node" in (n.get("resources_total") or {})}
-    ips = [ip for ip in blamed_ips(status) if ip in workers] if status.retries.cordon is not False else []
+    known = {cordons.node_ip(n["node_ip"]): n for n in nodes if _address(n.get("node_ip"))}
+    blamed = blamed_ips(status) if status.state == "FAILED" and status.retries.cordon is not False else []
+    # A blamed address Ray lists without worker_node (a head) offers no work to keep off; one Ray does not list at all
+    # (a node gone from its table, an address on another network) is cordoned all the same: held if it joins.
+    ips = [ip for ip in blamed if ip not in known or "worker_node" in (known[ip].get("resources_total") or {})]
+    fresh = [ip for ip in ips if ip not in status.cordoned]
     why = {b.node_ip: b.why for b in status.blame or ()}
-    made = []
-    for ip in ips:
-        entry = cordons.make(ip, by="retry", why=f"blamed by {job.sid}: {why.get(ip) or 'its evidence'}", job=job.sid)
-        if not module.check_mode and cordons.add(config.shared_root, entry)[0]:
-            made.append(ip)
+    if fresh and not module.check_mode:
+        for ip in fresh:
+            cordons.add(config.shared_root, cordons.make(
+                ip, by="retry", why=f"blamed by {job.sid}: {why.get(ip) or 'its evidence'}", job=job.sid))
+        job.record.note_cordoned(fresh)
     found, problems = cordons.read_all(config.shared_root)
-    changes = cordon_hold.plan(set(found) | set(ips), nodes, cordon_hold.list_groups(url))
-    if not module.check_mode:
-        cordon_hold.apply(config.address, changes)
+    changes = cordon_hold.sync(lambda: set(cordons.read_all(config.shared_root)[0]), nodes,
+                               lambda: cordon_hold.list_groups(url), config.address, check=module.check_mode)
     want_nodes, want_gpus = needs(read_json(job.rec["job_spec"], base=job.rec["dir"]))
-    free = healthy(nodes, set(found) | set(ips), want_gpus)
-    result = job.result(status, "", cordoned=ips, cordoned_now=made, healthy=free, problems=problems)
-    blamed = ", ".join(ips) or "none"
+    free = healthy(nodes, set(found) | set(fresh), want_gpus)
+    result = job.result(status, "", cordoned=fresh, healthy=free, problems=problems)
+    named = ", ".join(fresh) or "none"
     if len(free) < want_nodes:
         raise Failed(f"{job.sid}: not retried: {len(free)} healthy worker(s) ({', '.join(free) or 'none'}) for its "
-                     f"{want_nodes} node(s) of {want_gpus} GPU(s), with {blamed} cordoned for its blame; it stays "
-                     "FAILED. Give a worker back (cordon.yml -e host=... -e state=absent) or add one, then "
+                     f"{want_nodes} node(s) of {want_gpus} GPU(s), with {named} cordoned for its blame; it stays "
+                     f"{status.state}. Give a worker back (cordon.yml -e host=... -e state=absent) or add one, then "
                      f"job.yml -e id={job.sid} -e do=resume", **result)
-    waited = [ip for ip in ips if ip not in changes["absent"]]  # a dead node takes no work: nothing to hold
-    held = result["held"] = (cordon_hold.wait_held(lambda: cordon_hold.list_groups(url), waited, HOLD_WAIT_S)
-                             if waited and not module.check_mode else {})
+    waited = [ip for ip in fresh if ip in known and ip not in changes["absent"]]  # a dead node takes no work
+    held = result["held"] = (cordon_hold.wait_held(lambda: cordon_hold.list_groups(url), waited, HOLD_WAIT_S,
+                                                   nodes=nodes) if waited and not module.check_mode else {})
     waiting = sorted(ip for ip, state in held.items() if state != "CREATED")
     if waiting:
         raise Failed(f"{job.sid}: not retried: Ray does not hold the cordoned {', '.join(waiting)} after "
                      f"{HOLD_WAIT_S} s (the stopped attempt's processes still keep its GPUs); it stays FAILED: "
                      f"job.yml -e id={job.sid} -e do=resume once status.yml shows it held", **result)
-    result["progress"] = (f"{job.sid}: cordoned {blamed} (blamed) before its next attempt, which may run on "
-                          f"{', '.join(free)}" if ips else "")
-    result["progress"] = conventions.one_line(result["progress"], 400)
+    unknown = [ip for ip in fresh if ip not in known]
+    if fresh:
+        result["progress"] = conventions.one_line(
+            f"{job.sid}: cordoned {named} (blamed) before its next attempt, which may run on {', '.join(free)}"
+            + (f" ({', '.join(unknown)}: no node Ray lists; held if it joins)" if unknown else ""), 400)
     return result
+
+
+def _address(value):
+    try:
+        cordons.node_ip(value)
+    except cordons.CordonError:
+        return False
+    return True

@@ -310,6 +310,14 @@ class Record:
                     kept[f.name] = model.check(f, value, allow_nul=True)
         return Preflight.of(redact(kept) if kept else None)
 
+    def note_cordoned(self, ips):
+        """Add ips to this final record's `cordoned` (the workers a retry of it cordoned), under the status lock."""
+        with record_lock(self.dir, name=STATUS_LOCK_FILE):
+            status = self.read_status()
+            if status is not None and not set(ips) <= set(status.cordoned):
+                status.cordoned = [*status.cordoned, *(ip for ip in ips if ip not in status.cordoned)]
+                self.write_json(self.path["status"], status.to_dict())
+
     def link_attempt(self, sid):
         """Name attempt sid in this (first) job's status.json, under the record's locks."""
         with record_lock(self.dir), record_lock(self.dir, name=STATUS_LOCK_FILE):

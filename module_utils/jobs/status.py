@@ -142,6 +142,9 @@ FIELDS = (
     F("blame", "list", ("The nodes a failed or hung attempt's evidence points at (module_utils/jobs/blame.py), "
                         "strongest first; empty when it points at none (a bad config, a user's error)."),
       nullable=False, default=[], item=model.Field("blame", "object", open=True, fields=_BLAME)),
+    F("cordoned", "list", ("The blamed workers a retry of this attempt cordoned (module_utils/jobs/around.py): each is "
+                           "cordoned once, so a worker a person gave back stays so."), nullable=False, default=[],
+      item=model.Field("", "str", pattern=ADDRESS)),
     F("last_state", "str", "The state before a restarted head forgot the job.", choices=tuple(STATES)),
     F("head_started_at", "int", "When the restarted head started (ms).", **MS),
     F("attempts", "list", "The first job's resuming attempts' ids, oldest first.", nullable=False, default=[],
@@ -256,6 +259,7 @@ class JobStatus(model.Typed):
     preflight: Preflight = None
     diagnosis: Diagnosis = None
     blame: list[Blame] = dataclasses.field(default_factory=list)
+    cordoned: list = dataclasses.field(default_factory=list)
     last_state: str | None = None
     head_started_at: int | None = None
     attempts: list = dataclasses.field(default_factory=list)

@@ -138,7 +138,7 @@ def test_a_hung_rank_is_blamed_cordoned_and_the_job_resumed_on_the_healthy_worke
 
 
 def test_a_person_cordons_a_worker_and_up_yml_keeps_it_until_given_back(grown):
-    run = playbook("cordon.yml", "-e", f"host={WORKER3.name}", "-e", "why=ECC errors on GPU 1")
+    run = playbook("cordon.yml", "-e", f"host={WORKER3.name}", "-e", "why='ECC errors on GPU 1'")
     assert run.rc == 0 and "[Ray: held]" in " ".join(run.out.split()), run
     cordon = cordoned()[WORKER3.ip]
     assert cordon["by"] == "person" and cordon["why"] == "ECC errors on GPU 1" and cordon["host"] == WORKER3.name

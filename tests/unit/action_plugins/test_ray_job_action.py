@@ -184,7 +184,7 @@ def save_checkpoint(checkpoints, step, world=2):
         handle.write(str(step))
 
 
-def retry_run(ray, ray_config, capsys, monkeypatch, tmp_path, extra, args):
+def retry_run(ray, ray_config, capsys, monkeypatch, tmp_path, extra, args, first_state="FAILED"):
     (tmp_path / "sft.yaml").write_text(SFT)
     monkeypatch.setattr(action, "load_extra_vars", lambda loader: extra)
     sent, shown = [], []
@@ -197,7 +197,7 @@ def retry_run(ray, ray_config, capsys, monkeypatch, tmp_path, extra, args):
         if module_args["action"] == "wait" and sid == "tr-1":
             save_checkpoint(os.path.join(jobs, "tr-1", "checkpoints"), 1)
             save_checkpoint(os.path.join(jobs, "tr-1", "checkpoints"), 2)
-            ray.set("tr-1", "FAILED", start_time=1, end_time=2, driver_exit_code=1,
+            ray.set("tr-1", first_state, start_time=1, end_time=2, driver_exit_code=1,
                     message="ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.")
         elif module_args["action"] == "wait":
             ray.set(sid, "SUCCEEDED", start_time=3, end_time=4, driver_exit_code=0)

@@ -82,3 +82,38 @@ def test_a_blamed_node_that_is_no_worker_is_not_cordoned(ray, ray_config, capsys
     result, _, _, _ = run(ray, ray_config, capsys, monkeypatch, tmp_path, [HEAD, WORKER])
     assert not result.get("failed"), result.get("msg")
     assert result["submission_id"] == "tr-1-r1" and cordon_file(ray_config, "10.0.0.10") is None and ray.groups == []
+
+
+def test_a_worker_given_back_is_not_cordoned_again_by_the_resume(ray, ray_config, capsys, monkeypatch, tmp_path,
+                                                                  blamed):
+    result, _, _, jobs = run(ray, ray_config, capsys, monkeypatch, tmp_path, [HEAD, WORKER])
+    assert result["failed"] and "not retried: 0 healthy worker(s)" in result["msg"]
+    assert status_of(jobs, "tr-1")["cordoned"] == ["10.0.0.11"]
+    from ansible.module_utils.base import cordons
+
+    assert cordons.remove(ray_config["shared_root"], "10.0.0.11")  # a person gives it back (cordon.yml state=absent)
+    ray.groups.clear()
+    result, _, _, _ = retry_run(ray, ray_config, capsys, monkeypatch, tmp_path, {"id": "tr-1", "do": "resume"},
+                                   {"action": "resume", "submission_id": "tr-1"})
+    assert not result.get("failed"), result.get("msg")
+    assert result["submission_id"] == "tr-1-r1" and cordon_file(ray_config) is None and ray.groups == []
+
+
+def test_a_job_a_person_stopped_is_resumed_and_cordons_nothing(ray, ray_config, capsys, monkeypatch, tmp_path):
+    monkeypatch.setattr(rc, "list_nodes", lambda url: [HEAD, WORKER])
+    retry_run(ray, ray_config, capsys, monkeypatch, tmp_path, {"spec": "sft", "submission_id": "tr-1"},
+              {"extra_vars": True, "wait": True}, first_state="STOPPED")
+    result, sent, _, _ = retry_run(ray, ray_config, capsys, monkeypatch, tmp_path, {"id": "tr-1", "do": "resume"},
+                                   {"action": "resume", "submission_id": "tr-1"})
+    assert not result.get("failed"), result.get("msg")
+    assert [a["action"] for a in sent][:3] == ["attempt", "around", "submit"] and cordon_file(ray_config) is None
+
+
+def test_a_blamed_address_ray_does_not_list_is_cordoned_and_said(ray, ray_config, capsys, monkeypatch, tmp_path):
+    """An NCCL peer's address on another network: cordoned on file (held if it ever joins), and the line says so."""
+    monkeypatch.setattr(blame, "find", lambda *args, **kwargs: [{**BLAMED, "node_ip": "192.168.50.11",
+                                                                  "why": "peer named by NCCL"}])
+    result, _, shown, _ = run(ray, ray_config, capsys, monkeypatch, tmp_path, [HEAD, WORKER])
+    assert not result.get("failed"), result.get("msg")
+    assert cordon_file(ray_config, "192.168.50.11")["by"] == "retry" and ray.groups == []
+    assert any("192.168.50.11: no node Ray lists; held if it joins" in line for line in shown), shown

@@ -33,3 +33,14 @@ def test_busy_jobs_by_driver_or_actor():
             {"submission_id": "d", "job_id": "04", "status": "PENDING", "driver_node_id": "n2"}]
     actors = [{"job_id": "02", "node_id": "n1", "state": "ALIVE"}, {"job_id": "04", "node_id": "n1", "state": "DEAD"}]
     assert ray_cordon.busy_jobs(jobs, actors, "n1") == ["a", "b"]
+
+
+def test_only_the_matching_entry_is_read_as_an_address():
+    workers = {"gpu1": "gpu1.cluster", "gpu2": "10.0.0.12"}  # Slurm's NodeAddr may be a name
+    assert ray_cordon.resolve("10.0.0.12", workers) == ("gpu2", "10.0.0.12")
+    with pytest.raises(cordons.CordonError, match=r"^host: gpu1's address: 'gpu1.cluster' is not an IP address$"):
+        ray_cordon.resolve("gpu1", workers)
+
+
+def test_a_cordon_outside_the_inventory_can_be_given_back():
+    assert ray_cordon.resolve("192.168.50.11", WORKERS, {"192.168.50.11"}) == (None, "192.168.50.11")

@@ -96,7 +96,7 @@ def test_plan_holds_the_cordoned_and_replaces_stale_holds():
     assert [g["placement_group_id"] for g in changes["remove"]] == ["p1", "p3"]  # stale node; uncordoned
     assert changes["absent"] == ["198.18.0.13"]
     assert cordon_hold.wanted_bundle(nodes[1]) == {"worker_node": 1.0, "GPU": 2.0}
-    assert cordon_hold.wanted_bundle(worker("x", "d", gpus=0)) == {"worker_node": 1.0}
+    assert cordon_hold.wanted_bundle(worker("x", "d", gpus=0)) == {"worker_node": 1.0, "CPU": 4.0}  # a CPU-only worker
 
 
 def test_plan_keeps_a_current_hold():
@@ -123,3 +123,33 @@ def test_a_line_is_printable_whatever_the_file_holds(tmp_path):
     found, _ = cordons.read_all(str(tmp_path))
     shown = cordons.line(found["198.18.0.12"], "w2")
     assert shown.startswith("198.18.0.12 (w2): cordoned by person at 2026-") and shown.endswith(": bad GPU"), shown
+
+
+def test_every_alive_node_of_a_cordoned_address_is_held():
+    """Ray lists a replaced node ALIVE beside the new one for a while: work may land on either, so both are held."""
+    nodes = [worker("198.18.0.12", "a" * 56, start=1), worker("198.18.0.12", "b" * 56, start=5)]
+    changes = cordon_hold.plan({"198.18.0.12"}, nodes, [])
+    assert sorted(n["node_id"][0] for _, n in changes["create"]) == ["a", "b"]
+    stale = [{"name": cordon_hold.name("198.18.0.12", "c" * 56), "state": "CREATED"}]  # an older node's hold
+    states = cordon_hold.wait_held(lambda: stale, ["198.18.0.12"], 0, clock=iter(range(9)).__next__,
+                                   sleep=lambda s: None, nodes=nodes)
+    assert states == {"198.18.0.12": "missing"}  # it never stands in for the current nodes' holds
+
+
+def test_sync_plans_again_from_what_another_run_changed():
+    """A person gives the worker back while this run makes its hold: the second look removes the orphan hold."""
+    nodes, groups, files_ = [worker("198.18.0.12", "b" * 56)], [], [{"198.18.0.12"}, set(), set()]
+
+    def apply_changes(address, changes):
+        for ip, node in changes["create"]:
+            groups.append({"name": cordon_hold.name(ip, node["node_id"]), "state": "CREATED",
+                           "placement_group_id": "p"})
+        for group in changes["remove"]:
+            groups.remove(group)
+
+    last = cordon_hold.sync(lambda: files_.pop(0) if len(files_) > 1 else files_[0], nodes, lambda: list(groups),
+                            "h:6379", apply_changes=apply_changes)
+    assert groups == [] and last["changed"] and last["create"] == [] and last["remove"] == []
+    checked = cordon_hold.sync(lambda: {"198.18.0.12"}, nodes, list, "h:6379", check=True,
+                               apply_changes=lambda *a: pytest.fail("check mode applied a change"))
+    assert checked["changed"] and [ip for ip, _ in checked["create"]] == ["198.18.0.12"]
