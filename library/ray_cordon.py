@@ -7,8 +7,8 @@ module: ray_cordon
 short_description: Cordon a Ray worker, uncordon it, or make Ray follow the cordons on the shared root
 description:
   - A cordon is one small file on the shared root, C(<shared_root>/cordons/<ip>.json) (who, when, why). It is the
-    truth; Ray is told of it by a detached placement group pinned to the worker that holds its C(worker_node) and
-    GPUs, so no new job's driver or trainer lands there. The worker keeps its Ray, and a job running there goes on.
+    truth; Ray is told of it by a detached placement group pinned to the worker that holds its C(worker_node), GPUs
+    and CPUs, so no new job's driver, trainer rank or task lands there. The worker keeps its Ray, and a job running there goes on.
   - A hold asked for while a job still uses the worker waits (PENDING) until the job ends, then takes the worker
     before anything new. The module never stops a job; cordon.yml stops them first with C(-e force=true).
   - O(state=synced) makes Ray hold exactly the cordoned workers (up.yml runs it once the workers are up, so a worker
@@ -85,7 +85,7 @@ busy_jobs:
   type: list
   elements: str
 held:
-  description: "Each cordoned worker's hold in Ray: CREATED (held), PENDING (its GPUs still in use), missing."
+  description: "Each cordoned worker's hold in Ray: CREATED (held), PENDING (still in use by running work), missing."
   returned: always
   type: dict
 absent:

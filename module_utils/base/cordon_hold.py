@@ -1,5 +1,5 @@
 """What Ray is told of a cordon: a detached placement group pinned to the worker (a label selector on its node id) that
-holds everything new work asks of it, its worker_node and its GPUs. The worker keeps its Ray and whatever runs there:
+holds everything new work asks of it: its worker_node, GPUs and CPUs. The worker keeps its Ray and whatever runs there:
 a hold asked for while a job still uses the worker's GPUs waits until they are free, and then takes them before
 anything new. Removing the group gives them back at once; no restart, no drain (Ray's drain has no undo, and a
 drained raylet exits once idle).
@@ -16,7 +16,7 @@ from ansible.module_utils.base.cordons import canonical
 
 PREFIX = "ray-verl-cordon-"
 NAMESPACE = "ray-verl-cordons"
-HELD = ("worker_node", "GPU")  # what a cordon takes from a worker: what every job's driver and trainer ask for
+HELD = ("worker_node", "GPU", "CPU")  # what new work asks of a worker: a driver, GPU ranks, CPU ranks and tasks
 NODE_LABEL = "ray.io/node-id"
 
 
@@ -25,11 +25,11 @@ def name(ip, node_id):
 
 
 def wanted_bundle(node):
-    """What the hold of this node asks for: its totals of HELD, and its CPUs when it has no GPU (a CPU-only job's
-    ranks ask only for CPUs)."""
+    """What the hold of this node asks for: all it offers of HELD. Its CPUs too: a job's ranks on CPU (verl's CPU
+    device, a CPU-only worker) ask only for CPUs, and the lab saw a retry's rank land on a node held for worker_node
+    and GPUs alone."""
     totals = node.get("resources_total") or {}
-    keys = HELD if float(totals.get("GPU") or 0) > 0 else (*HELD, "CPU")
-    return {key: float(totals[key]) for key in keys if float(totals.get(key) or 0) > 0}
+    return {key: float(totals[key]) for key in HELD if float(totals.get(key) or 0) > 0}
 
 
 def holds(groups):

@@ -95,7 +95,7 @@ def test_plan_holds_the_cordoned_and_replaces_stale_holds():
     assert [ip for ip, _ in changes["create"]] == ["198.18.0.12"] and changes["create"][0][1]["node_id"] == new
     assert [g["placement_group_id"] for g in changes["remove"]] == ["p1", "p3"]  # stale node; uncordoned
     assert changes["absent"] == ["198.18.0.13"]
-    assert cordon_hold.wanted_bundle(nodes[1]) == {"worker_node": 1.0, "GPU": 2.0}
+    assert cordon_hold.wanted_bundle(nodes[1]) == {"worker_node": 1.0, "GPU": 2.0, "CPU": 4.0}
     assert cordon_hold.wanted_bundle(worker("x", "d", gpus=0)) == {"worker_node": 1.0, "CPU": 4.0}  # a CPU-only worker
 
 
