@@ -147,13 +147,15 @@ def new_id(prefix="it"):
 def three_workers():
     """The lab grown to three workers and up.yml run; shrunk back to the suite's two after, once Ray has declared the
     third one's node dead, so the tests after it see the two-worker cluster they expect."""
-    subprocess.run(["make", "-s", "lab-up", "WORKERS=3"], cwd=ROOT, check=True, timeout=600)
+    # lab.py itself: the session's make lab-up made the venvs and the lab's assets already.
+    grow = [sys.executable, os.path.join(ROOT, "lab", "lab.py"), "up", "--workers"]
+    subprocess.run([*grow, "3"], cwd=ROOT, check=True, timeout=600)
     try:
         run = playbook("up.yml")
         assert run.rc == 0, run
         yield
     finally:
-        subprocess.run(["make", "-s", "lab-up", "WORKERS=2"], cwd=ROOT, check=True, timeout=600)
+        subprocess.run([*grow, "2"], cwd=ROOT, check=True, timeout=600)
         wait_for(lambda: WORKER3.ip not in alive_by_ip(), 120, f"Ray to declare {WORKER3.name}'s node dead")
 
 

@@ -87,7 +87,7 @@ def test_a_hung_rank_is_blamed_cordoned_and_the_job_resumed_on_the_healthy_worke
     stopped_at, stopped_ip = hang_a_rank(sid)
     append_metrics(sid, HUGE_VALUE)  # the passes below read it: each must still exit 0 and judge the job
     out = watch_until(lambda: os.path.exists(os.path.join(RECORDS, f"{sid}-r1")), STALL_S + 300,
-                      f"{sid} found hung, stopped and resumed")
+                      f"{sid} found hung, stopped and resumed", every_s=5)
     detected_s = time.monotonic() - stopped_at
     st = status(sid)
     assert st["state"] == "FAILED" and st["reason"] == "HUNG" and st["diagnosis"]["kind"] == "hung", st
