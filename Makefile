@@ -7,7 +7,7 @@ WORKERS ?= 2
 # STORE=0 leaves out lab-store, the lab's Redis host for Ray's GCS fault tolerance (default: with it).
 STORE ?= 1
 
-.PHONY: venv lint sanity unit unit-verl checks integration test demo lab-up lab-down lab-slurm lab-venv lab-assets system-deps
+.PHONY: venv lint sanity unit unit-verl integration test demo lab-up lab-down lab-slurm lab-venv lab-assets system-deps
 
 # System packages the lab and the playbooks need (Debian/Ubuntu, as root).
 # Slurm and munge make the lab a Slurm cluster too (make lab-slurm); their packages start no daemon here.
@@ -55,13 +55,7 @@ integration: venv system-deps
 	  --junitxml=.reports/integration.xml tests/integration
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/molecule test
 
-# The checks before the lab run two at a time (the lab's venv builds while lint and the unit tests run): on a
-# 2-core machine they overlap, and the integration tests, which use the whole machine, run alone after them.
-checks: lint sanity unit unit-verl
-
-test:
-	$(MAKE) -j2 --output-sync=target checks
-	$(MAKE) integration
+test: lint sanity unit unit-verl integration
 
 # The lab's nodes run Ray from .venv-verl, like a GPU image that ships Ray, torch and verl (CPU builds here).
 LAB_VENV := .venv-verl
