@@ -136,6 +136,7 @@ def run(module):
     shared_root, url, address = config["shared_root"], config["dashboard_url"], config["address"]
     rc.prepare_client_env(p["token_path"])
     result = {"changed": False}
+    nodes = rc.list_nodes(url)  # one listing serves the busy jobs, the holds' plan and their wait
     if p["state"] != "synced":
         if not p["host"]:
             raise cordons.CordonError("host: name the worker (-e host=NAME, an inventory worker or its address)")
@@ -156,12 +157,10 @@ def run(module):
                 cordons.remove(shared_root, ip)
             entry = None
         result["cordon"] = entry
-        nodes = rc.list_nodes(url)
         node = cordon_hold.alive_workers(nodes).get(ip)
         result["busy_jobs"] = busy_jobs([rc.job_summary(j) for j in rc.job_client(url, rc.read_token(
             p["token_path"])).list_jobs()], rc.list_actor_summaries(url), node["node_id"]) if node else []
     found, problems = cordons.read_all(shared_root)
-    nodes = rc.list_nodes(url)
     changes = cordon_hold.sync(lambda: set(cordons.read_all(shared_root)[0]), nodes,
                                lambda: cordon_hold.list_groups(url), address, check=module.check_mode)
     result["changed"] = result["changed"] or changes["changed"]

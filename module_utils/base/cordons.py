@@ -38,20 +38,20 @@ class CordonError(ValueError):
     """A cordon that cannot be read or written, in one line naming the file or the field."""
 
 
-def node_ip(value, field="node_ip"):
-    """The canonical text of an IP address, or CordonError naming field: a cordon's file name comes from it."""
-    try:
-        return str(ipaddress.ip_address(str(value)))
-    except ValueError:
-        raise CordonError(f"{field}: {conventions.one_line(value, 60)!r} is not an IP address") from None
-
-
 def canonical(value):
     """The canonical text of an address, or None when it is not one."""
     try:
         return str(ipaddress.ip_address(str(value)))
     except ValueError:
         return None
+
+
+def node_ip(value, field="node_ip"):
+    """The canonical text of an IP address, or CordonError naming field: a cordon's file name comes from it."""
+    ip = canonical(value)
+    if ip is None:
+        raise CordonError(f"{field}: {conventions.one_line(value, 60)!r} is not an IP address")
+    return ip
 
 
 def folder(shared_root):

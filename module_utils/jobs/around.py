@@ -50,7 +50,7 @@ def around_action(module, job):
         raise Failed(f"{job.sid}: {status.state}: nothing to resume")
     config, url = job.config, job.config.dashboard_url
     nodes = job.client.nodes()
-    known = {cordons.node_ip(n["node_ip"]): n for n in nodes if _address(n.get("node_ip"))}
+    known = {cordons.canonical(n.get("node_ip")): n for n in nodes if cordons.canonical(n.get("node_ip"))}
     blamed = blamed_ips(status) if status.state == "FAILED" and status.retries.cordon is not False else []
     # A blamed address Ray lists without worker_node (a head) offers no work to keep off; one Ray does not list at all
     # (a node gone from its table, an address on another network) is cordoned all the same: held if it joins.
@@ -89,10 +89,3 @@ def around_action(module, job):
             + (f" ({', '.join(unknown)}: no node Ray lists; held if it joins)" if unknown else ""), 400)
     return result
 
-
-def _address(value):
-    try:
-        cordons.node_ip(value)
-    except cordons.CordonError:
-        return False
-    return True
