@@ -136,6 +136,7 @@ def run(module):
     shared_root, url, address = config["shared_root"], config["dashboard_url"], config["address"]
     rc.prepare_client_env(p["token_path"])
     result = {"changed": False}
+    cordons.read_all(shared_root, whole=True)  # a folder that cannot be listed whole: one line, nothing changed
     nodes = rc.list_nodes(url)  # one listing serves the busy jobs, the holds' plan and their wait
     if p["state"] != "synced":
         if not p["host"]:
@@ -160,8 +161,8 @@ def run(module):
         node = cordon_hold.alive_workers(nodes).get(ip)
         result["busy_jobs"] = busy_jobs([rc.job_summary(j) for j in rc.job_client(url, rc.read_token(
             p["token_path"])).list_jobs()], rc.list_actor_summaries(url), node["node_id"]) if node else []
-    found, problems = cordons.read_all(shared_root)
-    changes = cordon_hold.sync(lambda: set(cordons.read_all(shared_root)[0]), nodes,
+    found, problems = cordons.read_all(shared_root, whole=True)
+    changes = cordon_hold.sync(lambda: cordons.cordoned(shared_root), nodes,
                                lambda: cordon_hold.list_groups(url), address, check=module.check_mode)
     result["changed"] = result["changed"] or changes["changed"]
     if not module.check_mode:

@@ -141,18 +141,33 @@ def read_one(shared_root, ip):
     return entry, None
 
 
-def read_all(shared_root):
-    """(cordons, problems): every readable cordon, by IP, and one line for each file that is not one (the worker its
-    name gives still counts as cordoned: see cordoned_ips)."""
+def _names(shared_root):
+    """(names, problem): the folder's file names (up to MAX_FILES + 1, so a cut is seen), and a one-line problem when
+    it could not be listed whole: more files than MAX_FILES, or an error listing it."""
     try:
-        names = sorted(n for n in os.listdir(folder(shared_root)) if not n.startswith(".tmp-"))
+        with os.scandir(folder(shared_root)) as entries:
+            names = []
+            for entry in entries:
+                if not entry.name.startswith(".tmp-"):
+                    names.append(entry.name)
+                    if len(names) > MAX_FILES:
+                        return names[:MAX_FILES], (f"{folder(shared_root)}: more than {MAX_FILES} files: the cordons "
+                                                   "cannot all be read (remove what is not a cordon)")
     except FileNotFoundError:
-        return {}, []
+        return [], None
     except OSError as exc:
-        return {}, [f"{folder(shared_root)}: cannot be listed ({conventions.one_line(exc, 200)})"]
-    problems = [f"{folder(shared_root)}: {len(names)} files, only the first {MAX_FILES} read"] if len(names) > MAX_FILES \
-        else []
-    names = names[:MAX_FILES]
+        return [], f"{folder(shared_root)}: cannot be listed ({conventions.one_line(exc, 200)})"
+    return sorted(names), None
+
+
+def read_all(shared_root, whole=False):
+    """(cordons, problems): every readable cordon, by IP, and one line for each file that is not one (the worker its
+    name gives still counts as cordoned: see cordoned), and one when the folder could not be listed whole (whole:
+    CordonError then, naming the folder)."""
+    names, cut = _names(shared_root)
+    if cut and whole:
+        raise CordonError(f"{cut}; no hold is changed")
+    problems = [cut] if cut else []
     found = {}
     for name in names:
         stem, _, ext = name.rpartition(".")
@@ -170,6 +185,13 @@ def read_all(shared_root):
             found[ip] = None
             problems.append(problem)
     return found, problems
+
+
+def cordoned(shared_root):
+    """The addresses of every cordoned worker, for what Ray is told (cordon_hold.sync removes the hold of a worker not
+    in it); CordonError naming the folder when it cannot be listed whole: fail closed, never a cordon given back
+    because it was not read."""
+    return set(read_all(shared_root, whole=True)[0])
 
 
 def line(entry, host=None):

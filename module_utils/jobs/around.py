@@ -2,14 +2,20 @@
 does, `by: retry`), Ray holds them (base/cordon_hold.py), and the next attempt is submitted only when enough healthy
 workers remain for the job's resources. Otherwise the job stays FAILED with its blame and one line says why, instead
 of landing on the same node again. Fail closed: a blamed worker Ray does not hold yet (the stopped attempt's
-processes still keep its GPUs) is not retried onto either."""
+processes still keep its GPUs) is not retried onto either.
+
+Automatic cordons are bounded, since each takes a worker out of service until a person gives it back: only a
+worker Ray lists (with worker_node), at most CHAIN_MAX per chain of attempts, and never so many that fewer than half
+the workers stay uncordoned. Past that a person decides (cordon.yml by hand, then do=resume)."""
 
 from ansible.module_utils.base import conventions, cordon_hold, cordons
+from ansible.module_utils.jobs import attempts
 from ansible.module_utils.jobs.follow import refresh
 from ansible.module_utils.jobs.job import Failed
-from ansible.module_utils.jobs.record import read_json
+from ansible.module_utils.jobs.record import read_json, status_of
 
 HOLD_WAIT_S = 60  # how long a stopped attempt's processes may keep a blamed worker's GPUs before the retry gives up
+CHAIN_MAX = 2  # automatic cordons over a chain of attempts: more blamed workers than that is a person's call
 
 
 def blamed_ips(status):
@@ -40,6 +46,38 @@ def healthy(nodes, cordoned, gpus):
                   if ip not in cordoned and float((node.get("resources_total") or {}).get("GPU") or 0) >= gpus)
 
 
+def workers(nodes):
+    """The addresses Ray lists as workers (a node carrying worker_node, in any state: a dead worker is one)."""
+    return {ip for n in nodes if (ip := cordons.canonical(n.get("node_ip")))
+            and "worker_node" in (n.get("resources_total") or {})}
+
+
+def chain_cordoned(config, sid):
+    """The workers the retries of sid's chain cordoned so far (each attempt's status.json `cordoned`)."""
+    found = set()
+    for member in attempts.chain(config, sid)[1]:
+        status = status_of(config.shared_root, member)
+        found |= set(status.cordoned or ()) if status is not None else set()
+    return found
+
+
+def bounded(sid, fresh, cordoned, all_workers, chain, blame_line):
+    """None when cordoning fresh keeps within the bounds, else the one line that says which bound and what to do."""
+    if not fresh:
+        return None
+    left = all_workers - cordoned - set(fresh)
+    if len(chain | set(fresh)) > CHAIN_MAX:
+        bound = (f"its chain would have {len(chain | set(fresh))} automatic cordons (at most {CHAIN_MAX}: "
+                 f"{', '.join(sorted(chain)) or 'none'} so far)")
+    elif 2 * len(left) < len(all_workers):
+        bound = (f"cordoning {', '.join(fresh)} would leave {len(left)} of {len(all_workers)} workers uncordoned "
+                 "(at least half stay)")
+    else:
+        return None
+    return (f"{sid}: not retried: {bound}; it stays FAILED, blamed: {blame_line}. A person decides: cordon.yml -e "
+            f"host=... for each, then job.yml -e id={sid} -e do=resume")
+
+
 def around_action(module, job):
     """action=around: before the next attempt of this final job, cordon the workers its blame names (its spec's
     retries.cordon, on unless false; each once: a worker a person gave back stays so) and say whether the attempt can
@@ -51,19 +89,28 @@ def around_action(module, job):
     config, url = job.config, job.config.dashboard_url
     nodes = job.client.nodes()
     known = {cordons.canonical(n.get("node_ip")): n for n in nodes if cordons.canonical(n.get("node_ip"))}
+    try:
+        found, problems = cordons.read_all(config.shared_root, whole=True)
+    except cordons.CordonError as exc:
+        raise Failed(f"{job.sid}: not retried: {exc}") from None
     blamed = blamed_ips(status) if status.state == "FAILED" and status.retries.cordon is not False else []
-    # A blamed address Ray lists without worker_node (a head) offers no work to keep off; one Ray does not list at all
-    # (a node gone from its table, an address on another network) is cordoned all the same: held if it joins.
-    ips = [ip for ip in blamed if ip not in known or "worker_node" in (known[ip].get("resources_total") or {})]
-    fresh = [ip for ip in ips if ip not in status.cordoned]
+    # Only a worker Ray lists is cordoned by a retry: a head offers no work to keep off, and an address Ray does not
+    # list (a node gone from its table, one on another network) is no lever a failed attempt may pull. A worker
+    # already cordoned (by a person, by another run) needs nothing more.
+    all_workers = workers(nodes)
+    fresh = [ip for ip in blamed if ip in all_workers and ip not in status.cordoned and ip not in found]
     why = {b.node_ip: b.why for b in status.blame or ()}
+    refused = bounded(job.sid, fresh, set(found) & all_workers, all_workers, chain_cordoned(config, job.sid),
+                      ", ".join(f"{b.node_ip} ({b.why})" for b in status.blame or ()))
+    if refused:
+        raise Failed(refused, **job.result(status, "", cordoned=[], healthy=[], problems=problems))
     if fresh and not module.check_mode:
         for ip in fresh:
             cordons.add(config.shared_root, cordons.make(
                 ip, by="retry", why=f"blamed by {job.sid}: {why.get(ip) or 'its evidence'}", job=job.sid))
         job.record.note_cordoned(fresh)
     found, problems = cordons.read_all(config.shared_root)
-    changes = cordon_hold.sync(lambda: set(cordons.read_all(config.shared_root)[0]), nodes,
+    changes = cordon_hold.sync(lambda: cordons.cordoned(config.shared_root), nodes,
                                lambda: cordon_hold.list_groups(url), config.address, check=module.check_mode)
     want_nodes, want_gpus = needs(read_json(job.rec["job_spec"], base=job.rec["dir"]))
     free = healthy(nodes, set(found) | set(fresh), want_gpus)
@@ -82,10 +129,8 @@ def around_action(module, job):
         raise Failed(f"{job.sid}: not retried: Ray does not hold the cordoned {', '.join(waiting)} after "
                      f"{HOLD_WAIT_S} s (the stopped attempt's processes still keep its GPUs); it stays FAILED: "
                      f"job.yml -e id={job.sid} -e do=resume once status.yml shows it held", **result)
-    unknown = [ip for ip in fresh if ip not in known]
     if fresh:
         result["progress"] = conventions.one_line(
-            f"{job.sid}: cordoned {named} (blamed) before its next attempt, which may run on {', '.join(free)}"
-            + (f" ({', '.join(unknown)}: no node Ray lists; held if it joins)" if unknown else ""), 400)
+            f"{job.sid}: cordoned {named} (blamed) before its next attempt, which may run on {', '.join(free)}", 400)
     return result
 

@@ -16,13 +16,22 @@ from ansible.module_utils.verl import checkpoints as ck
 
 
 def chain(config, sid):
-    """(root id, [root, attempts...]) of the jobs linked with sid: a first job and its resuming attempts."""
+    """(root id, [root, attempts...]) of the jobs linked with sid: a first job and its resuming attempts. A link counts
+    only when both records list it (the first job's `attempts` names the attempt, the attempt's `attempt_of` names the
+    first job): a record on the share cannot join another's chain by naming it."""
     mine = status_of(config.shared_root, sid)
     root = mine.attempt_of if mine is not None else None
-    root = root if conventions.matches(conventions.ID_RULE, root) else sid
-    first = status_of(config.shared_root, root)
-    attempts = first.attempts if first is not None else []
-    return root, [root, *(a for a in attempts if conventions.matches(conventions.ID_RULE, a) and a != root)]
+    first = status_of(config.shared_root, root) if conventions.matches(conventions.ID_RULE, root) else None
+    if first is None or sid not in (first.attempts or []):
+        root, first = sid, mine
+    members = [root]
+    for other in (first.attempts if first is not None else None) or []:
+        if not conventions.matches(conventions.ID_RULE, other) or other in members:
+            continue
+        theirs = mine if other == sid else status_of(config.shared_root, other)
+        if theirs is not None and theirs.attempt_of == root:
+            members.append(other)
+    return root, members
 
 
 def resume_point(spec, config):

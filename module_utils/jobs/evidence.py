@@ -92,7 +92,7 @@ def finalize(job, info, status):
                 found, nodes = driver_node_death(job, summary, nodes)
                 status.diagnosis = found or status.diagnosis
             try:
-                status.blame = blame.find(job, status, summary, nodes, actors, sources)
+                status.blame = blame.find(job, status, summary, nodes, actors)
             except Exception:  # noqa: BLE001 - evidence of a shape not foreseen blames no one; the record is finalised
                 status.blame = []
             files = {job.rec["nodes"]: json_text(nodes), job.rec["actors"]: actors,

@@ -170,20 +170,25 @@ def _read(shared_root, sid):
 
 def chain_of(shared_root, status):
     """(first job's id, [(id, status or None)]) of the chain status belongs to, status itself as given; None when it
-    belongs to none (a job without attempts) or its first job cannot be read."""
+    belongs to none (a job without attempts), its first job cannot be read, or the first job does not list it. A
+    member counts only when both records list the link (the first job's `attempts`, the member's `attempt_of`): the
+    account is written into the first job's record, so no record joins a chain by naming it alone."""
     sid = status.submission_id
     root_sid = status.attempt_of if conventions.matches(conventions.ID_RULE, status.attempt_of) else sid
     if root_sid == sid and not status.attempts:
         return None
     root = status if root_sid == sid else _read(shared_root, root_sid)
-    if root is None:
+    if root is None or (root_sid != sid and sid not in _list(root.attempts)):
         return None
-    ids = [root_sid]
-    for other in [*_list(root.attempts), sid]:
+    ids, known = [root_sid], {root_sid: root, sid: status}
+    for other in _list(root.attempts):
         if conventions.matches(conventions.ID_RULE, other) and other not in ids and len(ids) < MEMBERS_MAX:
-            ids.append(other)
-    known = {root_sid: root, sid: status}
-    return root_sid, [(other, known[other] if other in known else _read(shared_root, other)) for other in ids]
+            theirs = known[other] if other in known else _read(shared_root, other)
+            # an unreadable member still counts (goodput notes it); a readable one must name this first job
+            if theirs is None or theirs.attempt_of == root_sid:
+                ids.append(other)
+                known[other] = theirs
+    return root_sid, [(other, known[other]) for other in ids]
 
 
 def save(shared_root, root_sid, goodput):
@@ -227,7 +232,8 @@ def shown(shared_root, status):
         return ""
     goodput = status.goodput
     if not goodput and conventions.matches(conventions.ID_RULE, status.attempt_of) and isinstance(shared_root, str):
-        goodput = (_read(shared_root, status.attempt_of) or JobStatus(submission_id="-")).goodput
+        root = _read(shared_root, status.attempt_of)
+        goodput = root.goodput if root is not None and status.submission_id in _list(root.attempts) else None
     return text(goodput)
 
 

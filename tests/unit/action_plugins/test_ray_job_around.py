@@ -12,6 +12,7 @@ from ray_job_harness import HEAD, WORKER
 from test_ray_job_action import retry_run, status_of
 
 WORKER2 = {**WORKER, "node_id": "n-w2", "node_ip": "10.0.0.12", "node_name": "w2"}
+SMALL = {**WORKER2, "resources_total": {"CPU": 8.0, "worker_node": 1.0}}  # a worker without the job's GPUs
 BLAMED = {"node_ip": "10.0.0.11", "host": "w1", "why": "node died",
           "evidence": {"file": "debug/ray_nodes_post.json", "line": "10.0.0.11 DEAD"}}
 
@@ -51,7 +52,7 @@ def test_the_blamed_worker_is_cordoned_and_the_attempt_runs_on_the_others(ray, r
 
 def test_too_few_healthy_workers_leave_the_job_failed_with_its_blame(ray, ray_config, capsys, monkeypatch, tmp_path,
                                                                      blamed):
-    result, sent, _, jobs = run(ray, ray_config, capsys, monkeypatch, tmp_path, [HEAD, WORKER])
+    result, sent, _, jobs = run(ray, ray_config, capsys, monkeypatch, tmp_path, [HEAD, WORKER, SMALL])
     assert result["failed"] and "\n" not in result["msg"]
     assert result["msg"].startswith("tr-1: not retried: 0 healthy worker(s) (none) for its 1 node(s) of 2 GPU(s), "
                                     "with 10.0.0.11 cordoned for its blame; it stays FAILED")
@@ -86,7 +87,7 @@ def test_a_blamed_node_that_is_no_worker_is_not_cordoned(ray, ray_config, capsys
 
 def test_a_worker_given_back_is_not_cordoned_again_by_the_resume(ray, ray_config, capsys, monkeypatch, tmp_path,
                                                                   blamed):
-    result, _, _, jobs = run(ray, ray_config, capsys, monkeypatch, tmp_path, [HEAD, WORKER])
+    result, _, _, jobs = run(ray, ray_config, capsys, monkeypatch, tmp_path, [HEAD, WORKER, SMALL])
     assert result["failed"] and "not retried: 0 healthy worker(s)" in result["msg"]
     assert status_of(jobs, "tr-1")["cordoned"] == ["10.0.0.11"]
     from ansible.module_utils.base import cordons
@@ -109,11 +110,44 @@ def test_a_job_a_person_stopped_is_resumed_and_cordons_nothing(ray, ray_config, 
     assert [a["action"] for a in sent][:3] == ["attempt", "around", "submit"] and cordon_file(ray_config) is None
 
 
-def test_a_blamed_address_ray_does_not_list_is_cordoned_and_said(ray, ray_config, capsys, monkeypatch, tmp_path):
-    """An NCCL peer's address on another network: cordoned on file (held if it ever joins), and the line says so."""
-    monkeypatch.setattr(blame, "find", lambda *args, **kwargs: [{**BLAMED, "node_ip": "192.168.50.11",
-                                                                  "why": "peer named by NCCL"}])
+def test_a_blamed_address_ray_does_not_list_as_a_worker_is_never_cordoned(ray, ray_config, capsys, monkeypatch,
+                                                                          tmp_path):
+    """Issue 38: an address outside the cluster (Ray lists no node there) is no lever: no file, no hold."""
+    monkeypatch.setattr(blame, "find", lambda *args, **kwargs: [{**BLAMED, "node_ip": "10.9.9.9"}])
     result, _, shown, _ = run(ray, ray_config, capsys, monkeypatch, tmp_path, [HEAD, WORKER])
     assert not result.get("failed"), result.get("msg")
-    assert cordon_file(ray_config, "192.168.50.11")["by"] == "retry" and ray.groups == []
-    assert any("192.168.50.11: no node Ray lists; held if it joins" in line for line in shown), shown
+    assert result["submission_id"] == "tr-1-r1"
+    assert not os.path.exists(os.path.join(ray_config["shared_root"], "cordons")) and ray.groups == []
+    assert not any("cordoned" in line for line in shown), shown
+
+
+def test_a_retry_never_cordons_half_the_workers_or_more(ray, ray_config, capsys, monkeypatch, tmp_path, blamed):
+    result, sent, _, jobs = run(ray, ray_config, capsys, monkeypatch, tmp_path, [HEAD, WORKER])
+    assert result["failed"] and "\n" not in result["msg"]
+    assert result["msg"] == ("tr-1: not retried: cordoning 10.0.0.11 would leave 0 of 1 workers uncordoned (at least "
+                             "half stay); it stays FAILED, blamed: 10.0.0.11 (node died). A person decides: cordon.yml "
+                             "-e host=... for each, then job.yml -e id=tr-1 -e do=resume")
+    assert cordon_file(ray_config) is None and ray.groups == [] and status_of(jobs, "tr-1")["cordoned"] == []
+
+
+def test_a_chain_cordons_at_most_a_few_workers(ray, ray_config, capsys, monkeypatch, tmp_path):
+    many = [{**WORKER, "node_id": f"n-w{i}", "node_ip": f"10.0.0.{i}", "node_name": f"w{i}"} for i in range(11, 18)]
+    blames = [{**BLAMED, "node_ip": f"10.0.0.{i}", "host": None} for i in (11, 12, 13)]
+    monkeypatch.setattr(blame, "find", lambda *args, **kwargs: [dict(b) for b in blames])
+    result, _, _, _ = run(ray, ray_config, capsys, monkeypatch, tmp_path, [HEAD, *many])
+    assert result["failed"] and "its chain would have 3 automatic cordons (at most 2: none so far)" in result["msg"]
+    assert not os.path.exists(os.path.join(ray_config["shared_root"], "cordons")) and ray.groups == []
+
+
+def test_a_cordons_folder_that_cannot_be_listed_whole_changes_nothing(ray, ray_config, capsys, monkeypatch, tmp_path,
+                                                                     blamed):
+    from ansible.module_utils.base import cordons
+
+    folder = os.path.join(ray_config["shared_root"], "cordons")
+    os.makedirs(folder)
+    for i in range(cordons.MAX_FILES + 1):
+        open(os.path.join(folder, f"note-{i}.txt"), "w").close()
+    result, _, _, _ = run(ray, ray_config, capsys, monkeypatch, tmp_path, [HEAD, WORKER, WORKER2])
+    assert result["failed"] and "\n" not in result["msg"]
+    assert f"{folder}: more than {cordons.MAX_FILES} files" in result["msg"] and "no hold is changed" in result["msg"]
+    assert cordon_file(ray_config) is None and ray.groups == []

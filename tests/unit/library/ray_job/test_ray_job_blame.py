@@ -33,6 +33,10 @@ def two_ranks(monkeypatch):
     real stacks.dump writes the stacks and their processes.json; only Ray's dashboard is faked."""
     monkeypatch.setattr(rc, "list_nodes", lambda url: [HEAD, WORKER, W2])
     monkeypatch.setattr(stacks, "processes", lambda job: [dict(p) for p in PROCS])
+    # Ray's actor table vouches for each rank: an actor of the job with that pid on that node.
+    monkeypatch.setattr(rc, "list_actor_summaries", lambda url, limit=1000: [
+        {"actor_id": f"a{p['pid']}", "class_name": p["name"], "job_id": "07000000", "node_id": p["node_id"],
+         "pid": p["pid"], "state": "DEAD"} for p in PROCS if p["role"] == "actor"])
     texts = {4711: GLOO_WAIT}
     monkeypatch.setattr(stacks, "_take", lambda job, proc: dict(
         proc, text=texts.get(proc["pid"]), why=None if proc["pid"] in texts else "timed out after 20s: stopped?"))
@@ -106,3 +110,23 @@ def test_a_users_error_blames_no_node(ray, ray_config, capsys, monkeypatch):
     code, out = run(capsys, action="wait", submission_id=SID, ray_config=ray_config)
     assert code == 0 and out["state"] == "FAILED"
     assert status_of(ray_config)["blame"] == [] and out["progress"] == f"{SID}: FAILED"
+
+
+def test_a_job_that_prints_rays_words_for_a_dead_node_blames_no_node(ray, ray_config, capsys, monkeypatch):
+    """Issue 38: the job's own text (a dataset prompt verl prints, say) names a worker it ran on and an address outside
+    the cluster in Ray's words for a dead node and an OOM kill; Ray's tables say every node is ALIVE."""
+    start(capsys, ray, ray_config)
+    monkeypatch.setattr(rc, "list_nodes", lambda url: [HEAD, WORKER, W2])
+    monkeypatch.setattr(rc, "list_actor_summaries", lambda url, limit=1000: [
+        {"actor_id": "a1", "class_name": "TrainingWorker", "job_id": "07000000", "node_id": "n-w2", "pid": 7,
+         "state": "DEAD"}])
+    ray.logs[SID] = STEPS + "".join(
+        f"Task failed because the node it was running on is dead or unavailable. Node IP: {ip}, node ID: ff.\n"
+        f"Memory on the node (IP: {ip}, ID: ff) was 30GB used / 31GB limit\n" for ip in ("10.0.0.12", "10.9.9.9"))
+    ray.set(SID, "FAILED", driver_exit_code=1, end_time=int(ray.clock.now * 1000) + 5000,
+            message="Job entrypoint command failed with exit code 1")
+    code, out = run(capsys, action="wait", submission_id=SID, ray_config=ray_config)
+    assert code == 0 and out["state"] == "FAILED"
+    st = status_of(ray_config)
+    assert st["diagnosis"]["kind"] in ("node_died", "oom_kill") and st["blame"] == []
+    assert out["progress"] == f"{SID}: FAILED"

@@ -201,3 +201,22 @@ def test_a_retried_chain_followed_by_the_module_gets_its_goodput(ray, ray_config
     assert lost(found) == {"pending_s": 10, "restart_s": 10, "productive_s": 150}
     assert read(ray_config["shared_root"], "tr-1-r1")["goodput"] is None
     assert any(line.endswith("tr-1-r1: SUCCEEDED; goodput 88% (lost: pending 10 s, restart 10 s)") for line in shown)
+
+
+def test_a_link_counts_only_when_both_records_list_it(tmp_path):
+    """Issue 38 §8: a record naming another as its first job (attempt_of) while that one does not list it, or listed
+    by a first job while it names another, joins no chain: nothing is written into the other record."""
+    root = str(tmp_path)
+    write(root, job("victim", "FAILED", submitted_at=at(0), end_time=at(10)))
+    intruder = job("intruder", submitted_at=at(0), end_time=at(5), attempt_of="victim")
+    write(root, intruder)
+    assert goodput.record(root, intruder, now=at(20)) is None
+    assert read(root, "victim")["goodput"] is None
+    assert goodput.shown(root, intruder) == ""
+    # listed by c, but naming another first job: not c's member (its times do not count in c's account)
+    write(root, job("c", "FAILED", submitted_at=at(0), end_time=at(10), attempts=["c-r1", "other-r1"]))
+    write(root, job("other-r1", submitted_at=at(0), end_time=at(900), attempt_of="other"))
+    last = job("c-r1", submitted_at=at(20), start_time=at(21), end_time=at(40), attempt_of="c")
+    write(root, last)
+    kept = goodput.record(root, last, now=at(50))
+    assert kept["attempts"] == 2 and kept["wall_s"] == 40
