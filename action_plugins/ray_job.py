@@ -231,24 +231,34 @@ class ActionModule(ActionBase):
         for hung in watched.get("hung", []):
             self._show(f"{hung['submission_id']}: hung: {hung.get('summary') or 'no stacks'}")
         for sid in watched.get("retry", []):
-            planned = module(action="attempt", submission_id=sid)
-            if planned.get("failed") or planned.get("newest") not in (None, sid):
-                continue
             try:
-                status = JobStatus.from_dict(planned.get("status"), where=f"{sid}'s status")
-            except RecordError:
-                continue
-            if not retry.due(status, planned.get("attempts_made", 0))[0]:
-                continue
-            submitted = self._resume(module, sid, None, ray_config, 0, planned, follow_it=False)
-            if submitted.get("failed"):  # too few healthy workers, say: the job stays FAILED, the pass goes on
-                self._show(submitted.get("msg", f"{sid}: not retried"))
-                watched.setdefault("not_retried", []).append(sid)
-                continue
-            watched.setdefault("attempts", []).append(submitted.get("submission_id") or sid)
-            watched["changed"] = True
+                self._watch_retry(module, ray_config, watched, sid)
+            except Exception as exc:  # noqa: BLE001 - one record's error is one line; the pass retries the others
+                # its type only: the text of an error over a record's content may quote a value of it (a secret)
+                line = (f"{sid}: not retried in this pass ({type(exc).__name__} reading its record); a later pass "
+                        f"tries again: job.yml -e id={sid} -e do=status")
+                self._show(line)
+                watched.setdefault("errors", []).append(line)
         self._show(watched.get("msg", ""))
         return watched
+
+    def _watch_retry(self, module, ray_config, watched, sid):
+        """The next attempt of one record the pass found due, submitted, not followed. A failure that is the job's
+        (too few healthy workers, say) is one line and the job stays FAILED; an error leaves the retry pending (the
+        module's retry index), so a later pass takes it up."""
+        planned = module(action="attempt", submission_id=sid)
+        if planned.get("failed") or planned.get("newest") not in (None, sid):
+            return
+        status = JobStatus.from_dict(planned.get("status"), where=f"{sid}'s status")
+        if not retry.due(status, planned.get("attempts_made", 0))[0]:
+            return
+        submitted = self._resume(module, sid, None, ray_config, 0, planned, follow_it=False)
+        if submitted.get("failed"):  # too few healthy workers, say: the job stays FAILED, the pass goes on
+            self._show(submitted.get("msg", f"{sid}: not retried"))
+            watched.setdefault("not_retried", []).append(sid)
+            return
+        watched.setdefault("attempts", []).append(submitted.get("submission_id") or sid)
+        watched["changed"] = True
 
     def _resume(self, module, submission_id, spec, ray_config, poll_s, planned=None, follow_it=True):
         """Submit the next attempt resuming submission_id (from its newest whole checkpoint), and follow it

@@ -81,8 +81,17 @@ def bounded(sid, fresh, cordoned, all_workers, chain, blame_line):
 def around_action(module, job):
     """action=around: before the next attempt of this final job, cordon the workers its blame names (its spec's
     retries.cordon, on unless false; each once: a worker a person gave back stays so) and say whether the attempt can
-    run on the healthy ones; Failed (one line) when it cannot. A job that did not fail (a person stopped it) blames no
-    one: only the healthy workers are counted."""
+    run on the healthy ones; Failed (one line) when it cannot, and then a person decides: no watcher pass takes its
+    retry up again. A job that did not fail (a person stopped it) blames no one: only the healthy workers count."""
+    try:
+        return _around(module, job)
+    except Failed:
+        if not module.check_mode:
+            job.record.retry_decided()
+        raise
+
+
+def _around(module, job):
     status, _, _ = refresh(module, job)
     if not status.final or status.state == "SUCCEEDED":
         raise Failed(f"{job.sid}: {status.state}: nothing to resume")

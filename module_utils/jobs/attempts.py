@@ -29,7 +29,8 @@ def chain(config, sid):
         if not conventions.matches(conventions.ID_RULE, other) or other in members:
             continue
         theirs = mine if other == sid else status_of(config.shared_root, other)
-        if theirs is not None and theirs.attempt_of == root:
+        # one whose status.json is not written yet (being submitted) or lost cannot say: the first job's word stands
+        if theirs is not None and (theirs.attempt_of == root or theirs.rebuilt):
             members.append(other)
     return root, members
 

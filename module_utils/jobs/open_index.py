@@ -20,23 +20,26 @@ from ansible.module_utils.base import conventions, files
 
 INDEX = ".open"
 COMPLETE = ".complete"
+# Final FAILED records whose retry was due and not yet decided: the watcher takes them up in every pass until their
+# next attempt is submitted or a person must decide, so a pass that could not submit it loses no retry.
+RETRY = ".retry"
 
 
 def _jobs_dir(output_dir):
     return os.path.dirname(output_dir.rstrip("/"))
 
 
-def add(output_dir):
+def add(output_dir, index=INDEX):
     """Enter the record at output_dir (<jobs>/<id>) in its jobs folder's index (nothing if it is there)."""
     jobs = _jobs_dir(output_dir)
-    _ensure(jobs)
-    files.write_atomic(os.path.join(jobs, INDEX, os.path.basename(output_dir.rstrip("/"))), b"", base=jobs)
+    _ensure(jobs, index)
+    files.write_atomic(os.path.join(jobs, index, os.path.basename(output_dir.rstrip("/"))), b"", base=jobs)
 
 
-def remove(output_dir):
+def remove(output_dir, index=INDEX):
     """Take the record out of the index (nothing if it is not in it)."""
     jobs = _jobs_dir(output_dir)
-    _unlink(jobs, os.path.basename(output_dir.rstrip("/")))
+    _unlink(jobs, os.path.basename(output_dir.rstrip("/")), index)
 
 
 def mark_complete(jobs):
@@ -45,25 +48,25 @@ def mark_complete(jobs):
     files.write_atomic(os.path.join(jobs, INDEX, COMPLETE), b"", base=jobs)
 
 
-def listed(jobs):
+def listed(jobs, index=INDEX):
     """The ids the index of the jobs folder lists, sorted, or None when it is not complete (no index yet, or not a
-    folder: a symlink there is never followed)."""
+    folder: a symlink there is never followed). The retry index needs no mark: none is an empty one."""
     try:
-        fd = os.open(os.path.join(jobs, INDEX), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(os.path.join(jobs, index), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
-        return None
+        return [] if index == RETRY else None
     try:
         names = os.listdir(fd)
     finally:
         os.close(fd)
-    if COMPLETE not in names:
+    if COMPLETE not in names and index != RETRY:
         return None
     return sorted(n for n in names if conventions.matches(conventions.ID_RULE, n))
 
 
-def _ensure(jobs):
+def _ensure(jobs, index=INDEX):
     """The index folder, made if missing; one that is not a folder (a symlink, a file) is refused."""
-    path = os.path.join(jobs, INDEX)
+    path = os.path.join(jobs, index)
     try:
         os.mkdir(path, 0o755)
     except FileExistsError:
@@ -72,9 +75,9 @@ def _ensure(jobs):
             raise files.UnsafeFile(f"{path}: is {files.kind(mode)}, not the open records' index folder") from None
 
 
-def _unlink(jobs, name):
+def _unlink(jobs, name, index=INDEX):
     try:
-        fd = os.open(os.path.join(jobs, INDEX), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(os.path.join(jobs, index), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
         if exc.errno in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR):
             return

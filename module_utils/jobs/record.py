@@ -19,7 +19,7 @@ from ansible.module_utils.base import conventions, files, model
 from ansible.module_utils.base.conventions import RECORD_LAYOUT as LAYOUT
 from ansible.module_utils.base.conventions import record_paths as paths
 from ansible.module_utils.base.files import UnsafeFile, json_text, read_json, read_small, write_json  # noqa: F401
-from ansible.module_utils.jobs import open_index
+from ansible.module_utils.jobs import open_index, retry
 from ansible.module_utils.jobs.status import JobStatus, Merge, Preflight, RecordError
 
 LOCK_FILE = ".submit.lock"
@@ -243,11 +243,19 @@ class Record:
             status.updated_at = now_ms()
             self.write_json(self.path["status"], status.to_dict())
             if status.final:
+                if retry.due(status)[0]:  # taken up by every watcher pass until decided (open_index.RETRY)
+                    with contextlib.suppress(OSError, RecordError):
+                        open_index.add(self.dir, open_index.RETRY)
                 self.leave_index()
             elif old is None:  # a record rebuilt or repaired: open again, so the watcher and reconcile see it
                 with contextlib.suppress(OSError, RecordError):
                     open_index.add(self.dir)
         return outcome
+
+    def retry_decided(self):
+        """Out of the pending retries (open_index.RETRY): its next attempt is submitted, or a person decides."""
+        with contextlib.suppress(OSError):
+            open_index.remove(self.dir, open_index.RETRY)
 
     def leave_index(self):
         """Out of the open records' index (open_index): best effort, a reader removes an entry left behind."""

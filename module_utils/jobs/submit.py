@@ -13,7 +13,7 @@ from ansible.module_utils.base import conventions
 from ansible.module_utils.jobs import attempts, evidence, open_index, preflight
 from ansible.module_utils.jobs import client as jc
 from ansible.module_utils.jobs.job import Failed, Job
-from ansible.module_utils.jobs.record import LockTimeout, create_exclusive, ensure_layout, now_ms, record_lock
+from ansible.module_utils.jobs.record import LockTimeout, Record, create_exclusive, ensure_layout, now_ms, record_lock
 from ansible.module_utils.jobs.status import NEW, JobStatus
 from ansible.module_utils.jobspec import model as js
 from ansible.module_utils.jobspec import render
@@ -78,6 +78,8 @@ def submit(module, config):
                 return existing()
             if resume:
                 attempts.link(config, resume["root"], job.sid)
+                # the attempt it resumes is decided: no watcher pass takes its retry up again
+                Record(conventions.job_dir(config.shared_root, spec.resume_from), spec.resume_from).retry_decided()
             return submit_locked(job, spec, config, job.info(), entrypoint, runtime_env, options, shown, nodes)
     except LockTimeout as exc:
         raise Failed(f"{job.sid}: {exc}") from None

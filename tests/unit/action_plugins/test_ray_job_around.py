@@ -122,7 +122,7 @@ def test_a_blamed_address_ray_does_not_list_as_a_worker_is_never_cordoned(ray, r
 
 
 def test_a_retry_never_cordons_half_the_workers_or_more(ray, ray_config, capsys, monkeypatch, tmp_path, blamed):
-    result, sent, _, jobs = run(ray, ray_config, capsys, monkeypatch, tmp_path, [HEAD, WORKER])
+    result, _, _, jobs = run(ray, ray_config, capsys, monkeypatch, tmp_path, [HEAD, WORKER])
     assert result["failed"] and "\n" not in result["msg"]
     assert result["msg"] == ("tr-1: not retried: cordoning 10.0.0.11 would leave 0 of 1 workers uncordoned (at least "
                              "half stay); it stays FAILED, blamed: 10.0.0.11 (node died). A person decides: cordon.yml "
