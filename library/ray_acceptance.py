@@ -6,9 +6,9 @@ DOCUMENTATION = r"""
 module: ray_acceptance
 short_description: Judge a site acceptance run and write result.json, table.txt and junit.xml
 description:
-  - Reads the measuring job's result (C(checkpoints/acceptance.json) in its record, written by
-    C(acceptance_probe) on a worker; at most 4 MiB, never through a symlink, read as data and checked field by field)
-    and the status of the measuring and SFT jobs' records, and judges every node against the others
+  - Reads the measuring job's result (C(checkpoints/acceptance/acceptance.json) in its record, written by
+    C(acceptance_probe) on a worker; at most 4 MiB, never through a symlink, read as data and checked field by field,
+    every number finite and bounded) and the status of the measuring and SFT jobs' records, and judges every node against the others
     (module_utils/regression/acceptance.py; docs/acceptance.md); a node under O(threshold) of a median fails, named.
   - Writes C(<shared_root>/acceptance/<run_id>/) with C(result.json) (the verdict and the raw measurement),
     C(table.txt) (the per-node table) and C(junit.xml) (one testcase per check), and returns the table.
@@ -22,7 +22,9 @@ options:
     type: path
     required: true
   workers:
-    description: The inventory's workers, each C({host, ip}), so nodes are named as the inventory names them.
+    description:
+      - The inventory's workers, each C({host, ip}), so nodes are named as the inventory names them.
+      - A measured node at another address is refused (a failing check names it) and left out of the judgement.
     type: list
     elements: dict
     required: true
@@ -94,7 +96,6 @@ report_dir:
   type: str
 """
 
-import json
 import os
 import stat
 
@@ -107,14 +108,16 @@ from ansible.module_utils.regression import acceptance, acceptance_report
 RESULT_CAP = 4 << 20
 
 
-def read_result(shared_root, measure_id):
-    """(the parsed result or None, why there is none)."""
+def read_result(shared_root, measure_id, worker_ips):
+    """(the parsed result or None, why there is none). Read as every job file is (jf.read_small: at most RESULT_CAP
+    bytes, no symlink followed from the record down, regular files only; jf.loads_bounded), and only the inventory's
+    workers (worker_ips) kept."""
     path = acceptance.result_path(shared_root, measure_id)
     try:
         raw = jf.read_small(path, RESULT_CAP, base=conventions.job_dir(shared_root, measure_id))
         if raw is None:
             return None, "it left no result"
-        return acceptance.parse_result(json.loads(raw.decode("utf-8"))), None
+        return acceptance.parse_result(jf.loads_bounded(raw.decode("utf-8")), worker_ips), None
     except acceptance.AcceptanceError as exc:
         return None, f"its result is malformed: {exc}"
     except (OSError, ValueError, RecursionError) as exc:  # RecordError, UnsafeFile and JSON errors are ValueErrors
@@ -177,7 +180,7 @@ def main():
     except ValueError as exc:
         module.fail_json(msg=str(exc))
     errors = {k: conventions.one_line(v, 300) for k, v in p["errors"].items()}
-    result, why = read_result(p["shared_root"], p["measure_id"])
+    result, why = read_result(p["shared_root"], p["measure_id"], [w["ip"] for w in workers])
     measure = job_of(p["shared_root"], p["measure_id"], errors.get("measure"))
     if why:  # no usable result fails the measuring check (judge), with the job's own error first when it has one
         measure["error"] = measure["error"] or why

@@ -57,6 +57,7 @@ def _named(pair, unit, digits=3):
 
 # JUnit classnames of the checks' kinds.
 CLASSES = {"measure": "acceptance.job", "sft": "acceptance.job", "workers": "acceptance.cluster",
+           "outside": "acceptance.cluster",
            "gpus": "acceptance.gpus", "matmul": "acceptance.matmul", "alone": "acceptance.allreduce_alone",
            "link": "acceptance.allreduce_node", "pair": "acceptance.allreduce_pair", "all": "acceptance.allreduce_all"}
 

@@ -3,20 +3,26 @@
 Run by Ray as the driver of a job on a worker, with this file's folder (<shared_root>/common/code/acceptance) on
 PYTHONPATH:
 
-    <python> -m acceptance_probe --out <the job's record>/checkpoints/acceptance.json
+    <python> -m acceptance_probe --out <the job's record>/checkpoints/acceptance/acceptance.json
 
 It places one actor on every alive worker node (the `worker_node` resource; hard node affinity), each holding all of
 its node's GPUs so torch in it sees them, and measures with acceptance_measure: each node's matrix product, one node
 at a time (nodes that share CPUs would slow each other); the all-reduce across each node's own GPUs; then one rank per
 node over torch.distributed (NCCL when every node's torch sees a GPU, else gloo), rendezvous on the first node's IP at
-a free port: every pair of nodes alone, then all of them. The raw times go to --out as JSON (written whole, by a
-rename); the judgement is the acceptance module's (module_utils/regression/acceptance.py). Exit 0 when every measurement ran.
+a free port: every pair of nodes alone, then all of them. The raw times go to --out as JSON, written whole (a new
+file renamed into place) in a folder this job makes and only its user may write (write_result); the judgement is the
+acceptance module's (module_utils/regression/acceptance.py). Exit 0 when every measurement ran and its result was
+written.
 """
 
 import argparse
+import contextlib
+import errno
 import ipaddress
 import json
 import os
+import secrets
+import stat
 import sys
 import time
 import traceback
@@ -39,14 +45,68 @@ def _now():
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
+class ResultError(OSError):
+    """The result's folder is not the job's own (a symlink, another user's, writable by others); one line."""
+
+
+# The result's folder and file: only the job's user writes them; the head (root, maybe squashed to nobody on NFS)
+# reads them.
+FOLDER_MODE, FILE_MODE = 0o755, 0o644
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+
+
+def own_folder(path):
+    """A descriptor of the folder at path, made (FOLDER_MODE) by this process unless it is already there; its parent
+    is the record's checkpoints/, which every user may write (no sticky bit), so the folder is opened without
+    following a symlink and must be a directory of this user that nobody else may write. Everything in it is then
+    reached through the descriptor: renaming the folder or planting a symlink at its name changes nothing written."""
+    parent_fd = os.open(os.path.dirname(path) or ".", _DIR)
+    try:
+        name = os.path.basename(path)
+        try:
+            os.mkdir(name, FOLDER_MODE, dir_fd=parent_fd)
+        except FileExistsError:
+            pass
+        try:
+            fd = os.open(name, _DIR | os.O_NOFOLLOW, dir_fd=parent_fd)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                raise ResultError(f"{path}: is not a directory (a symlink is never followed): refused") from None
+            raise
+    finally:
+        os.close(parent_fd)
+    info = os.fstat(fd)
+    if info.st_uid != os.geteuid() or info.st_mode & 0o022:
+        os.close(fd)
+        raise ResultError(f"{path}: belongs to uid {info.st_uid} with mode {stat.S_IMODE(info.st_mode):04o}, not to "
+                          f"this job's uid {os.geteuid()} alone: refused")
+    os.fchmod(fd, FOLDER_MODE)  # mkdir's mode went through the umask
+    return fd
+
+
 def write_result(path, result):
-    """result as JSON at path, whole or not at all (a temporary file renamed over it)."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(result, handle, indent=2, sort_keys=True)
-        handle.write("\n")
-    os.replace(tmp, path)
+    """result as JSON at path, whole or not at all, in path's folder (own_folder): a new file (O_CREAT|O_EXCL|
+    O_NOFOLLOW, never through anything already there) renamed over path's name inside that folder."""
+    data = (json.dumps(result, indent=2, sort_keys=True) + "\n").encode("utf-8")
+    path = os.path.abspath(path)
+    dir_fd = own_folder(os.path.dirname(path))
+    leaf, tmp = os.path.basename(path), f".{os.path.basename(path)}.tmp-{secrets.token_hex(8)}"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE,
+                     dir_fd=dir_fd)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fchmod(handle.fileno(), FILE_MODE)
+                os.fsync(handle.fileno())
+            os.replace(tmp, leaf, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=dir_fd)
+            raise
+    finally:
+        os.close(dir_fd)
 
 
 class PhaseError(RuntimeError):
@@ -196,7 +256,11 @@ def main(argv=None):
     result["finished"] = _now()
     print("acceptance_probe: " + json.dumps({k: result[k] for k in ("phase", "error")}), flush=True)
     if args.out:
-        write_result(args.out, result)
+        try:
+            write_result(args.out, result)
+        except OSError as exc:  # the folder refused or unwritable: said in one line, the job fails
+            print(f"acceptance_probe: cannot write the result: {exc}", flush=True)
+            return 1
         print("acceptance_probe: wrote", args.out, flush=True)
     else:
         print(json.dumps(result, indent=2, sort_keys=True))

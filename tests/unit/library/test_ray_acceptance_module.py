@@ -22,6 +22,7 @@ def job(root, sid, state, result=None, raw_text=None):
     jr.write_json(paths["status"], JobStatus(sid, state=state, final=True, record=paths["dir"],
                                              message="boom" if state == "FAILED" else None).to_dict())
     if result is not None or raw_text is not None:
+        os.mkdir(os.path.dirname(acceptance.result_path(root, sid)), 0o755)
         with open(acceptance.result_path(root, sid), "w", encoding="utf-8") as handle:
             handle.write(raw_text if raw_text is not None else json.dumps(result))
 
@@ -84,6 +85,45 @@ def test_a_result_too_large_or_a_symlink_is_not_read(tmp_path, capsys):
     os.symlink(tmp_path / "elsewhere.json", path)
     _code, out = run(capsys, root)
     assert not out["ok"] and "is a symlink" in out["failures"][0]
+    # The result's folder a symlink to a folder holding a good result: not followed either.
+    folder = os.path.dirname(path)
+    os.remove(path)
+    os.rmdir(folder)
+    os.mkdir(tmp_path / "other")
+    (tmp_path / "other" / acceptance.RESULT_FILE).write_text(json.dumps(raw_result()))
+    os.symlink(tmp_path / "other", folder)
+    _code, out = run(capsys, root)
+    assert not out["ok"] and "is not a directory of the record (a symlink is never followed)" in out["failures"][0]
+
+
+@pytest.mark.parametrize("literal", ["1" + "0" * 400, "1e400", "Infinity", "NaN"])
+def test_a_number_past_every_bound_is_refused_in_one_line(tmp_path, capsys, literal):
+    """10**400 TFLOP/s raised OverflowError out of the module; now the result is refused naming the field."""
+    root = str(tmp_path)
+    text = json.dumps(raw_result()).replace('"tflops": 0.05', f'"tflops": {literal}', 1)
+    job(root, MEASURE, "SUCCEEDED", raw_text=text)
+    job(root, SFT, "SUCCEEDED")
+    code, out = run(capsys, root)
+    assert code == 0 and not out["ok"]
+    assert out["failures"][0] == (f"{MEASURE}: SUCCEEDED: its result is malformed: result.nodes[0].matmul.tflops: "
+                                  "must be a positive number up to 1e+40")
+
+
+def test_a_node_outside_the_inventory_is_refused(tmp_path, capsys):
+    """An invented fast node (and its fast pairs) would have made the inventory's workers slow: it is left out."""
+    root = str(tmp_path)
+    raw = raw_result(tflops=(0.05, 0.05, 0.05, 50.0), pair_s={"0-1": 0.01, "0-2": 0.01, "1-2": 0.01, "0-3": 1e-6,
+                                                             "1-3": 1e-6, "2-3": 1e-6})
+    raw["nodes"][3]["ip"] = raw["allreduce"]["ranks"][3] = "10.9.9.9"
+    job(root, MEASURE, "SUCCEEDED", raw)
+    job(root, SFT, "SUCCEEDED")
+    code, out = run(capsys, root)
+    assert code == 0 and not out["ok"]
+    assert out["failures"] == ["refused, not judged (not an inventory worker): 10.9.9.9"]
+    assert out["slowest"]["tflops"][1] == 0.05 and "10.9.9.9" not in "\n".join(out["table"][:4])
+    saved = json.loads((tmp_path / "acceptance" / RUN / "result.json").read_text())
+    assert [n["ip"] for n in saved["measurement"]["nodes"]] == [w["ip"] for w in WORKERS]
+    assert saved["measurement"]["outside"] == ["10.9.9.9"] and len(saved["measurement"]["allreduce"]["pairs"]) == 3
 
 
 def test_jobs_that_failed_or_never_ran_are_named(tmp_path, capsys):

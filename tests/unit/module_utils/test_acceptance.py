@@ -3,6 +3,7 @@
 The measurement itself runs for real in tests/unit/roles/test_acceptance_measure.py (gloo on loopback)."""
 
 import copy
+import sys
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -11,10 +12,11 @@ from ansible.module_utils.regression import acceptance, acceptance_report
 
 SUCCEEDED = {"submission_id": "acc-measure", "state": "SUCCEEDED", "error": None}
 SFT_OK = {"submission_id": "acc-sft", "state": "SUCCEEDED", "error": None}
+IPS = [w["ip"] for w in WORKERS]
 
 
 def verdict_of(raw, workers=WORKERS, measure=SUCCEEDED, sft=SFT_OK, **kw):
-    return acceptance.judge(acceptance.parse_result(raw), workers, measure, sft, **kw)
+    return acceptance.judge(acceptance.parse_result(raw, [w["ip"] for w in workers]), workers, measure, sft, **kw)
 
 
 def failed(verdict):
@@ -138,24 +140,122 @@ def test_one_or_two_workers_have_nothing_to_compare_links_with():
     (lambda r: r["allreduce"].update(all={}), "result.allreduce.all"),
     (lambda r: r.update(allreduce=[1]), "result.allreduce"),
     (lambda r: r["nodes"][0].update(intra={"ranks": 1, "bytes": 1, "seconds": 1}), "result.nodes[0].intra.ranks"),
+    # Numbers past every bound: an int no float holds (math.isfinite raised OverflowError on it), an infinity, a time
+    # so short its bandwidth is infinite, a size or a count of any length.
+    (lambda r: r["nodes"][0]["matmul"].update(tflops=10 ** 400), "result.nodes[0].matmul.tflops"),
+    (lambda r: r["nodes"][0]["matmul"].update(tflops=1e41), "result.nodes[0].matmul.tflops"),
+    (lambda r: r["nodes"][0].update(ray_gpus=-(10 ** 400)), "result.nodes[0].ray_gpus"),
+    (lambda r: r["nodes"][0].update(gpus=10 ** 400), "result.nodes[0].gpus"),
+    (lambda r: r["allreduce"]["pairs"].update({"0-1": 5e-324}), "result.allreduce.pairs[0-1]"),
+    (lambda r: r["allreduce"]["pairs"].update({"0-1": 10 ** 400}), "result.allreduce.pairs[0-1]"),
+    (lambda r: r["allreduce"].update(bytes=10 ** 400), "result.allreduce.bytes"),
+    (lambda r: r["allreduce"].update(all=float("inf")), "result.allreduce.all"),
+    (lambda r: r["nodes"][0].update(intra={"ranks": 10 ** 400, "bytes": 1, "seconds": 1}),
+     "result.nodes[0].intra.ranks"),
+    (lambda r: r["nodes"][0].update(intra={"ranks": 2, "bytes": 1, "seconds": 1e-300}),
+     "result.nodes[0].intra.seconds"),
 ])
 def test_a_result_of_another_shape_is_refused_naming_the_field(mutate, field):
     raw = copy.deepcopy(raw_result())
     mutate(raw)
     with pytest.raises(acceptance.AcceptanceError) as err:
-        acceptance.parse_result(raw)
+        acceptance.parse_result(raw, IPS)
     assert str(err.value).startswith(field + ":")
-    assert "1e9" not in str(err.value)  # the field, never the value
+    assert "1e9" not in str(err.value) and "0000" not in str(err.value)  # the field, never the value
     with pytest.raises(acceptance.AcceptanceError, match="^result: must be a mapping"):
-        acceptance.parse_result([raw])
+        acceptance.parse_result([raw], IPS)
 
 
-def test_text_from_the_nodes_is_one_printable_line():
+def test_the_largest_numbers_within_bounds_are_judged_and_printed():
+    raw = raw_result(tflops=(1e40, 1e40, 1e-40), pair_s={"0-1": 1e-9, "0-2": 1e40, "1-2": 1e40})
+    raw["allreduce"]["bytes"] = 2 ** 63 - 1
+    verdict = verdict_of(raw)
+    assert failed(verdict) == {("matmul", "lab-worker3"), ("link", "lab-worker3"), ("pair", "lab-worker1-lab-worker3"),
+                               ("pair", "lab-worker2-lab-worker3")}
+    assert acceptance_report.table(verdict)[-1] == "FAIL: 4 check(s) failed"
+
+
+def test_a_node_outside_the_inventory_is_refused_named_and_moves_nothing():
+    """A result that adds nodes the inventory lacks (a worker of the inventory made slow by their pairs, the medians
+    moved by their figures): they are left out, every judgement is the inventory's nodes' alone, and one failing check
+    names them."""
+    raw = raw_result(tflops=(0.05, 0.05, 0.05, 100.0, 100.0, 0.001),
+                     pair_s={"0-1": 0.01, "0-2": 0.01, "1-2": 0.01, "0-3": 0.0001, "1-3": 0.0001, "2-3": 0.0001,
+                             "0-4": 0.0001, "1-4": 0.0001, "2-4": 0.0001, "3-4": 0.0001, "0-5": 9.0, "3-5": 1.0})
+    raw["nodes"][3]["ip"], raw["nodes"][4]["ip"] = "10.9.9.9", "evil\x1b]52;c;AAAA\x07\nname"
+    raw["allreduce"]["ranks"] = [n["ip"] for n in raw["nodes"]]
+    parsed = acceptance.parse_result(raw, IPS)
+    assert [n["ip"] for n in parsed["nodes"]] == IPS and len(parsed["allreduce"]["pairs"]) == 3
+    assert parsed["outside"] == ["10.9.9.9", "evil name", "198.18.0.16"] and parsed["outside_more"] == 0
+    verdict = acceptance.judge(parsed, WORKERS, SUCCEEDED, SFT_OK)
+    assert verdict["failures"] == ["refused, not judged (not an inventory worker): 10.9.9.9, evil name, 198.18.0.16"]
+    assert verdict["medians"]["tflops"] == 0.05 and verdict["slow_pairs"] == [] and verdict["common_node"] is None
+    assert [n["host"] for n in verdict["nodes"]] == ["lab-worker1", "lab-worker2", "lab-worker3"]
+    lines = acceptance_report.table(verdict)
+    assert len(lines[0].split()) == 6 + 2 * 3 and len(lines) == 1 + 3 + 5
+    assert all("\x1b" not in line and "10.9.9.9" not in line for line in lines[:4])
+    junit = ET.fromstring(acceptance_report.junit(verdict, "a").split("\n", 1)[1])
+    outside = [c for c in junit.findall("testcase") if c.get("name") == "only inventory workers measured"]
+    assert outside[0].get("classname") == "acceptance.cluster" and outside[0].find("failure") is not None
+
+
+def test_a_huge_crafted_result_gives_a_bounded_verdict_and_table():
+    """Thousands of invented nodes and every pair among hundreds of them: the verdict and its table hold the inventory's
+    three workers and their three pairs; the refused nodes are named at most NAMED_OUTSIDE times."""
+    ips = IPS + [f"10.{i // 250}.{i % 250}.1" for i in range(acceptance.MAX_NODES - 3)]
     raw = raw_result()
-    raw["nodes"][0]["hostname"] = "evil\x1b]52;c;AAAA\x07\nname"
-    verdict = acceptance.judge(acceptance.parse_result(raw), [], SUCCEEDED, SFT_OK)
-    assert verdict["nodes"][0]["host"] == "evil name"
-    assert all("\x1b" not in line for line in acceptance_report.table(verdict))
+    raw["nodes"] += [{**raw["nodes"][0], "ip": ip, "hostname": "x" * 5000} for ip in ips[3:]]
+    raw["allreduce"]["ranks"] = ips
+    raw["allreduce"]["pairs"] = {f"{i}-{j}": 0.01 for i in range(300) for j in range(i + 1, 300)}
+    parsed = acceptance.parse_result(raw, IPS)
+    assert len(parsed["nodes"]) == 3 and len(parsed["allreduce"]["pairs"]) == 3
+    assert len(parsed["outside"]) == acceptance.NAMED_OUTSIDE and parsed["outside_more"] == len(ips) - 3 - 8
+    verdict = acceptance.judge(parsed, WORKERS, SUCCEEDED, SFT_OK)
+    assert len(verdict["checks"]) == 2 + 1 + 3 * 3 + 3 + 1 + 1  # jobs, workers and outside, per node, pairs, all
+    assert verdict["failures"][0].endswith(f"and {len(ips) - 11} more") and len(verdict["failures"]) == 1
+    lines = acceptance_report.table(verdict)
+    assert len(lines) == 9 and sum(map(len, lines)) < 2000
+    with pytest.raises(acceptance.AcceptanceError, match=f"^result.nodes: must be a list of at most {acceptance.MAX_NODES}"):
+        acceptance.parse_result({"nodes": raw["nodes"] + [raw["nodes"][0]]}, IPS)
+
+
+def _traced_lines(fn, *args):
+    """How many lines of this module's code fn runs (a loop's every turn counts): a count of work, never a time."""
+    count = 0
+
+    def tracer(frame, event, _arg):
+        nonlocal count
+        if frame.f_code.co_filename == acceptance.__file__:
+            if event == "line":
+                count += 1
+            return tracer
+        return None
+
+    sys.settrace(tracer)
+    try:
+        fn(*args)
+    finally:
+        sys.settrace(None)
+    return count
+
+
+def test_the_judgement_is_linear_in_the_pairs():
+    """16 workers have 120 pairs and 64 have 2016 (x16.8): the judgement's work grows with the pairs (here x13), not
+    with the nodes times the pairs (x67; the loop that did that gave x34), which made a crafted result take minutes."""
+    def work(n):
+        workers = [{"host": f"w{i}", "ip": f"10.0.{i}.1"} for i in range(n)]
+        raw = raw_result(tflops=(1.0,) * n)
+        for node, worker in zip(raw["nodes"], workers):
+            node["ip"] = worker["ip"]
+        raw["allreduce"]["ranks"] = [w["ip"] for w in workers]
+        # Some pairs slow (one in seven), so the slow pairs' checks run too.
+        raw["allreduce"]["pairs"] = {f"{i}-{j}": 1.0 if (i + j) % 7 == 0 else 0.01 * (1 + (i + j) % 3)
+                                     for i in range(n) for j in range(i + 1, n)}
+        parsed = acceptance.parse_result(raw, raw["allreduce"]["ranks"])
+        return _traced_lines(acceptance.judge, parsed, workers, SUCCEEDED, SFT_OK)
+
+    small, large = work(16), work(64)
+    assert large / small < 25, (small, large)
 
 
 def test_junit_is_well_formed_with_one_testcase_per_check():
@@ -177,4 +277,5 @@ def test_junit_is_well_formed_with_one_testcase_per_check():
 def test_bus_bandwidth_is_nccl_tests_busbw():
     assert acceptance.bus_bandwidth(1e9, 1.0, 2) == pytest.approx(1.0)
     assert acceptance.bus_bandwidth(1e9, 1.0, 4) == pytest.approx(1.5)
-    assert acceptance.result_path("/private", "a-measure") == "/private/jobs/a-measure/checkpoints/acceptance.json"
+    assert acceptance.result_path("/private", "a-measure") == \
+        "/private/jobs/a-measure/checkpoints/acceptance/acceptance.json"

@@ -33,7 +33,7 @@ def test_the_measuring_job_runs_the_probe_from_the_shared_root_into_its_record()
     # The site's Python is a command prefix (as rendered entrypoints use it); the probe's arguments are quoted.
     assert entry.startswith("/root/ray verl/.venv-verl/bin/python -m acceptance_probe ")
     assert shlex.split(entry.split(" -m ", 1)[1]) == [
-        "acceptance_probe", "--out", "/shared/jobs/acc-1-measure/checkpoints/acceptance.json",
+        "acceptance_probe", "--out", "/shared/jobs/acc-1-measure/checkpoints/acceptance/acceptance.json",
         "--payload-bytes", "1048576", "--warmup", "1", "--timed", "3"]
     env = jobspec_render.render_runtime_env(spec, RC)["env_vars"]
     assert env["PYTHONPATH"].split(":")[0] == "/shared/common/code/acceptance"
