@@ -64,10 +64,11 @@ def ensure_layout(output_dir):
         mode = os.lstat(path).st_mode
         if not stat.S_ISDIR(mode):
             raise UnsafeFile(f"{path}: is {files.kind(mode)}, not a directory of the record")
-    # Jobs run as whichever user the workers run as; the plan lets everyone write (chmod through no symlink).
+    # Jobs run as whichever user the workers run as; the plan lets everyone write (chmod through no symlink). The
+    # sticky bit keeps one user from renaming or removing what another wrote there (the acceptance result's folder).
     fd = os.open(os.path.join(output_dir, "checkpoints"), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     try:
-        os.fchmod(fd, 0o777)
+        os.fchmod(fd, 0o1777)
     finally:
         os.close(fd)
 

@@ -49,7 +49,7 @@ def test_create_exclusive_builds_the_layout_once(tmp_path):
     job = tmp_path / "jobs" / "a"  # the parent does not exist yet
     assert jr.create_exclusive(str(job)) is True
     assert sorted(os.listdir(job)) == sorted(jr.LAYOUT)
-    assert stat.S_IMODE(os.stat(job / "checkpoints").st_mode) == 0o777
+    assert stat.S_IMODE(os.stat(job / "checkpoints").st_mode) == 0o1777
     (job / "status.json").write_text("{}")
     os.chmod(job / "checkpoints", 0o755)
     before = listing(job)
