@@ -20,6 +20,7 @@ import xml.etree.ElementTree as ET
 import pytest
 from ansible.module_utils.base import cordon_hold
 from conftest import (
+    CORDONS,
     DASHBOARD,
     RECORDS,
     ROOT,
@@ -44,6 +45,7 @@ PARTS = ("productive_s", "detection_s", "restart_s", "recomputed_s", "outages_s"
 
 
 ACCEPTANCE = os.path.join(ROOT, ".lab", "private", "acceptance")
+CORDONS_ON_HEAD = "/private/cordons"  # the folder as the head names it (the lab's .lab/private is its /private)
 LIMIT = ["tc", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", "50mbit", "burst", "32kbit", "latency", "400ms"]
 
 
@@ -149,6 +151,18 @@ def test_a_person_cordons_a_worker_and_up_yml_keeps_it_until_given_back(grown):
     up = playbook("up.yml")
     assert up.rc == 0 and f"{WORKER3.ip} ({WORKER3.name}): cordoned by person" in " ".join(up.out.split()), up
     assert holds() == {WORKER3.ip: "CREATED"}, holds()
+    # Issue 38: a cordons folder that cannot be listed whole (a thousand other files) gives no cordon back: up.yml
+    # fails naming the folder, and Ray still holds the worker.
+    junk = [os.path.join(CORDONS, f"note-{i:04d}.txt") for i in range(1000)]
+    for path in junk:
+        open(path, "w").close()
+    try:
+        cut = playbook("up.yml")
+        assert cut.rc != 0 and f"{CORDONS_ON_HEAD}: more than 1000 files" in flat(cut.out), cut
+        assert holds() == {WORKER3.ip: "CREATED"} and WORKER3.ip in cordoned(), holds()
+    finally:
+        for path in junk:
+            os.unlink(path)
     doctor = playbook("doctor.yml")
     assert "cordoned workers (cordon.yml" in doctor.out and WORKER3.ip in doctor.out, doctor
     bad = playbook("cordon.yml", "-e", "host=lab-head")
