@@ -61,3 +61,22 @@ def test_a_hold_without_its_file_is_shown_then_removed(ray, ray_config, capsys):
 def test_an_unknown_host_fails_in_one_line(ray, ray_config, capsys):
     code, out = run(capsys, ray_config, host="head")
     assert code == 1 and out["msg"] == "host: 'head' is not a worker of this inventory (one of: w1)"
+
+
+@pytest.mark.parametrize("junk", [999, 1000])
+def test_a_cordons_folder_listed_only_in_part_gives_no_cordon_back(ray, ray_config, capsys, junk):
+    """Issue 38 §3: past 1,000 files the listing is cut, and a sync that removed every hold it did not read gave a
+    person's cordon back (`1.` sorts before `10`): now the sync fails naming the folder, and the hold stays."""
+    run(capsys, ray_config, host="w1")
+    folder = os.path.join(ray_config["shared_root"], "cordons")
+    for i in range(junk):
+        open(os.path.join(folder, f"1.note-{i}"), "w").close()
+    code, out = run(capsys, ray_config, state="synced")
+    if junk + 1 <= 1000:  # the whole folder read: the cordon stands, the junk is named
+        assert code == 0 and len(ray.groups) == 1 and any("not a cordon file" in line for line in out["lines"])
+        return
+    assert code != 0 and out["msg"] == (f"{folder}: more than 1000 files: the cordons cannot all be read (remove what "
+                                        "is not a cordon); no hold is changed")
+    assert [g["name"] for g in ray.groups] == ["ray-verl-cordon-10.0.0.11-n-w1"]
+    code, out = run(capsys, ray_config, host="w1", state="absent")  # nor a person's give-back, until it is tidied
+    assert code != 0 and os.path.exists(cordon_path(ray_config)) and len(ray.groups) == 1

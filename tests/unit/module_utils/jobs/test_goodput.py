@@ -220,3 +220,18 @@ def test_a_link_counts_only_when_both_records_list_it(tmp_path):
     write(root, last)
     kept = goodput.record(root, last, now=at(50))
     assert kept["attempts"] == 2 and kept["wall_s"] == 40
+
+
+def test_attempts_chain_follows_a_link_only_when_both_records_list_it(tmp_path):
+    from ansible.module_utils.jobs import attempts
+
+    root = str(tmp_path)
+    config = types.SimpleNamespace(shared_root=root)
+    write(root, job("victim", "FAILED", attempts=["victim-r1"]))
+    write(root, job("victim-r1", "FAILED", attempt_of="victim"))
+    write(root, job("intruder", attempt_of="victim"))  # names victim, which does not list it
+    assert attempts.chain(config, "intruder") == ("intruder", ["intruder"])
+    assert attempts.chain(config, "victim-r1") == ("victim", ["victim", "victim-r1"])
+    write(root, job("c", "FAILED", attempts=["c-r1", "victim-r1"]))  # lists victim's attempt as its own
+    write(root, job("c-r1", "FAILED", attempt_of="c"))
+    assert attempts.chain(config, "c") == ("c", ["c", "c-r1"])
