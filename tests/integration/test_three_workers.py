@@ -144,7 +144,7 @@ def test_a_person_cordons_a_worker_and_up_yml_keeps_it_until_given_back(grown):
     assert run.rc == 0 and "[Ray: held]" in " ".join(run.out.split()), run
     cordon = cordoned()[WORKER3.ip]
     assert cordon["by"] == "person" and cordon["why"] == "ECC errors on GPU 1" and cordon["host"] == WORKER3.name
-    again = playbook("cordon.yml", "-e", f"host={WORKER3.ip}", "-e", "why=something else")
+    again = playbook("cordon.yml", "-e", f"host={WORKER3.ip}", "-e", "why='something else'")
     assert again.rc == 0 and cordoned()[WORKER3.ip]["why"] == "ECC errors on GPU 1", again  # the first stays
     # Its Ray starts anew (a new node id): up.yml holds the new node and removes the stale hold.
     ssh(WORKER3.name, "kill -9 $(pgrep -x raylet)")
