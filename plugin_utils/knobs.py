@@ -164,7 +164,7 @@ class KnobError(SettingError):
 
 def given(extra_vars):
     """This run's -e values as data: a JSON round trip keeps the values and drops Ansible's trust in them."""
-    return json.loads(json.dumps(dict(extra_vars or {})))
+    return json.loads(json.dumps(dict(extra_vars or {}), default=str))  # a date in -e @file: its text
 
 
 def read(extra_vars, wanted, site_value, required=(), reserved=()):

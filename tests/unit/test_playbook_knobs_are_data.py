@@ -88,6 +88,15 @@ def template(marker):
     return '{{ lookup("pipe", "touch ' + str(marker) + '") }}'
 
 
+def run(playbook, inventory, *args):
+    """ansible-playbook PLAYBOOK.yml on the inventory, each task's result as one line of JSON: (process, output)."""
+    env = dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_STDOUT_CALLBACK="default",
+               ANSIBLE_CALLBACK_RESULT_FORMAT="json", ANSIBLE_SSH_RETRIES="0")
+    proc = subprocess.run([PLAYBOOK, "-i", inventory, f"{playbook}.yml", *args], cwd=PROJECT_ROOT, env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+    return proc, proc.stdout + proc.stderr
+
+
 def failures(output):
     """The messages of the run's failed or unreachable tasks (json results: one per line)."""
     found = re.findall(r"^(?:fatal|failed): \[[^\]]+\]: (?:FAILED|UNREACHABLE)! => (\{.*\})$", output, re.MULTILINE)
@@ -99,13 +108,10 @@ def failures(output):
                          ids=[f"{r[0]}-{'+'.join(r[1]) if len(r[1]) < 3 else 'all'}" for r in RUNS])
 def test_a_template_in_a_knob_never_runs(playbook, templated, others, says, check, unreachable, tmp_path):
     markers = {name: tmp_path / f"marker-{name}" for name in templated}
-    argv = [PLAYBOOK, "-i", unreachable, f"{playbook}.yml", *(["--check"] if check else [])]
+    extra = []
     for name, value in [*((n, template(m)) for n, m in markers.items()), *others.items()]:
-        argv += ["-e", f"{name}={value}"]
-    env = dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_STDOUT_CALLBACK="default",
-               ANSIBLE_CALLBACK_RESULT_FORMAT="json", ANSIBLE_SSH_RETRIES="0")
-    proc = subprocess.run(argv, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
-    output = proc.stdout + proc.stderr
+        extra += ["-e", f"{name}={value}"]
+    proc, output = run(playbook, unreachable, *extra, *(["--check"] if check else []))
     assert [name for name, marker in markers.items() if marker.exists()] == [], output
     assert proc.returncode != 0, output
     messages = failures(output)
@@ -118,6 +124,17 @@ def test_a_template_in_a_knob_never_runs(playbook, templated, others, says, chec
         named = sorted(name for name in templated if re.search(rf"(^|[ ;:]){name}: ", message))
         assert named == sorted(says), message
         assert not any(str(marker) in message for marker in markers.values()), message
+
+
+def test_a_template_in_a_vars_file_never_runs(unreachable, tmp_path):
+    """-e @file (how scripts/regression.py's ansible-runner hands over suite and run_id): Ansible trusts the file's
+    templates too; the knobs read from it are data all the same."""
+    markers = {name: tmp_path / f"marker-{name}" for name in ("suite", "run_id")}
+    (tmp_path / "vars.yml").write_text(yaml.safe_dump({name: template(m) for name, m in markers.items()}))
+    proc, output = run("regression", unreachable, "-e", f"@{tmp_path / 'vars.yml'}")
+    assert [name for name, marker in markers.items() if marker.exists()] == [], output
+    assert proc.returncode != 0 and failures(output)[0].startswith("-e: suite: must be "), output
+    assert "run_id: must be " in failures(output)[0], output
 
 
 def test_every_entry_playbook_and_knob_is_covered():
