@@ -108,7 +108,7 @@ def judge(spec, answer, nodes, compose):
         raise Failed(f"{spec.submission_id}: the preflight on {where} printed no {verl_probe.MARK} line "
                      f"(nothing submitted); -e preflight=false skips it", compose_cmd=" ".join(compose))
     facts["where"] = where
-    config = [*checks.refused(facts), checks.compose_error(facts)]
+    config = [*checks.refused(facts), checks.compose_error(facts), *checks.batches(spec.workload, facts)]
     local = [*checks.startup(facts), checks.attention(spec.workload, facts, where),
              checks.placement(spec.workload, facts, spec.resources, nodes)]
     return facts, checks.verdict(spec.submission_id, where, config + local), any(local)

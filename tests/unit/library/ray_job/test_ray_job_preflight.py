@@ -97,10 +97,10 @@ def test_a_head_with_the_jobs_python_composes_there_once_and_asks_ray_for_no_dri
     assert out["submission_id"] == GRPO_SID and len(ray.submitted) == 1
     (args, kwargs), = head.calls
     assert args[:2] == ["python", "-c"] and args[2] == preflight.source()
-    assert json.loads(args[3]) == {"attn_keys": ["actor_rollout_ref.model.override_config.attn_implementation"],
-                                   "valuehead": False, "strategy_keys": {
-                                       "actor_rollout_ref.model.override_config.attn_implementation":
-                                           "actor_rollout_ref.actor.strategy"}}
+    asked = json.loads(args[3])
+    assert asked["attn_keys"] == ["actor_rollout_ref.model.override_config.attn_implementation"]
+    assert asked["valuehead"] is False and asked["engines"] == ["actor_rollout_ref.actor"]
+    assert {"trainer.nnodes", "data.train_batch_size", "actor_rollout_ref.rollout.n"} <= set(asked["values"])
     assert args[4] == "verl.trainer.main_ppo" and args[-2:] == ["--cfg", "job"]
     # The job's environment: its PYTHONPATH and env vars, never the module's RAY_ADDRESS.
     env = kwargs["environ_update"]
@@ -263,6 +263,20 @@ def test_a_start_up_refusal_only_the_head_sees_does_not_refuse_the_job(ray, ray_
     code, out = submit(capsys, ray_config, grpo(ray_config))
     assert code == 0, out
     assert len(ray.submitted) == 1 and len(driver.calls) == 1
+
+
+def test_a_batch_verl_would_split_unevenly_once_placed_is_refused_from_the_head(ray, ray_config, capsys, monkeypatch):
+    values = {"trainer.nnodes": 1, "trainer.n_gpus_per_node": 6, "trainer.use_v1": True, "data.train_batch_size": 12,
+              "actor_rollout_ref.rollout.n": 5, "actor_rollout_ref.actor.ppo_mini_batch_size": 8}
+    answer = probe_output(verl_version="0.9.1", engines={"actor_rollout_ref.actor": "fsdp"}, values=values)
+    Head(monkeypatch, (0, answer, ""))
+    monkeypatch.setattr(rc, "list_nodes", lambda url: [HEAD, HEX_WORKER])
+    monkeypatch.setattr(preflight, "_import_ray", lambda: pytest.fail("the config decides it on any node"))
+    code, out = submit(capsys, ray_config, grpo(ray_config))
+    assert code == 1, out
+    assert out["msg"].startswith(f"{GRPO_SID}: the preflight on the head: actor_rollout_ref.actor.ppo_mini_batch_size=8 "
+                                 "x actor_rollout_ref.rollout.n=5 = 40 rows a mini-batch, which do not split evenly")
+    assert not ray.submitted and not os.path.exists(record(ray_config, GRPO_SID))
 
 
 def test_preflight_false_runs_no_probe(ray, ray_config, capsys):
