@@ -171,11 +171,11 @@ def fingerprint(spec, python, runtime_env):
     exe = python[0] if python else ""
     if not spec.code_id or spec.user_code or not os.path.isabs(exe) or not os.path.exists(exe):
         return None
-    packages = _site_packages(exe)
-    if not packages:
-        return None  # not a venv's Python: its packages cannot be told apart cheaply
     seen = _Seen()
     try:
+        packages = _site_packages(exe)
+        if not packages:
+            return None  # not a venv's Python: its packages cannot be told apart cheaply
         seen.add("python", _stat(os.path.realpath(exe)))
         for entry in runtime_env.get("env_vars", {}).get("PYTHONPATH", "").split(":"):
             if entry and not os.path.isabs(entry):
