@@ -47,17 +47,16 @@ def job_env(runtime_env):
 
 def run(module, spec, config, runtime_env, resume_path=None, nodes=None):
     """Compose the job's config and check it, in the job's Python; raise Failed with one line, or return the facts
-    (`kept`: they are an earlier run's for the same code, trainer, overrides and env: verdicts.py)."""
+    (`kept`: they are an earlier run's for the same code, trainer, overrides, env and files read: verdicts.py)."""
     compose = render.compose_command(spec, config, resume_path)
     if compose is None:
         return None
     ray_config = as_ray_config(config)
     python = shlex.split(ray_config.python)
     probe = [*python, "-c", source(), json.dumps(checks.request(spec.workload)), *compose[len(python) + 1:]]
-    found = verdicts.fingerprint(spec, python)
-    kept = found and verdicts.Kept(ray_config.shared_root, verdicts.digest(
-        python, probe[len(python):], runtime_env, spec.submission_id, secret_names(ray_config.secret_env_names),
-        found))
+    keyed = verdicts.key(spec, config, resume_path, probe[len(python):len(python) + 3],
+                         secret_names(ray_config.secret_env_names))
+    kept = keyed and verdicts.Kept(ray_config.shared_root, keyed)
     facts = kept and kept_facts(spec, kept, nodes, compose, module.check_mode)
     if facts:
         return facts
@@ -74,7 +73,8 @@ def run(module, spec, config, runtime_env, resume_path=None, nodes=None):
         facts, problem, local = judge(spec, answer, nodes, compose)
     if problem:
         raise Failed(problem, compose_cmd=" ".join(compose))
-    if kept and not module.check_mode:  # --check changes nothing, on the share neither
+    # Only the head's answer: the key sees the head's files, which need not be a worker's.
+    if kept and facts["where"] == "the head" and not module.check_mode:  # --check changes nothing, on the share neither
         kept.keep(facts)
     return facts
 
@@ -108,7 +108,7 @@ def judge(spec, answer, nodes, compose):
         raise Failed(f"{spec.submission_id}: the preflight on {where} printed no {verl_probe.MARK} line "
                      f"(nothing submitted); -e preflight=false skips it", compose_cmd=" ".join(compose))
     facts["where"] = where
-    config = [*checks.refused(facts), checks.compose_error(facts)]
+    config = [*checks.refused(facts), checks.compose_error(facts), *checks.batches(spec.workload, facts)]
     local = [*checks.startup(facts), checks.attention(spec.workload, facts, where),
              checks.placement(spec.workload, facts, spec.resources, nodes)]
     return facts, checks.verdict(spec.submission_id, where, config + local), any(local)

@@ -15,10 +15,12 @@ ATTENTION_KEYS = {"sft": ("model.override_config.attn_implementation",),
                   "grpo": (_ACTOR,),
                   "ppo": (_ACTOR, _CRITIC)}
 VALUEHEAD = ("ppo",)  # workloads with a critic (adv_estimator gae)
-# The engine that loads each model: only FSDP's goes through transformers and its attn_implementation (Megatron and
-# verl's other engines have attention of their own, and never import flash_attn for it).
-STRATEGY_KEYS = {"model.override_config.attn_implementation": "engine.strategy",
-                 _ACTOR: "actor_rollout_ref.actor.strategy", _CRITIC: "critic.strategy"}
+# The config section whose instantiated engine loads each model (the probe reports the strategy it instantiates:
+# its own `strategy`, else its `_target_` class's default). Only FSDP's goes through transformers and its
+# attn_implementation (Megatron and verl's other engines have attention of their own, and never import flash_attn).
+ENGINE_OF = {"model.override_config.attn_implementation": "engine",
+             _ACTOR: "actor_rollout_ref.actor", _CRITIC: "critic"}
+ENGINES = {"sft": ("engine",), "grpo": ("actor_rollout_ref.actor",), "ppo": ("actor_rollout_ref.actor", "critic")}
 _HF_STRATEGIES = (None, "fsdp", "fsdp2")
 # Which of verl's pool classes places a trainer's GPU workers, and so how many CPUs each GPU bundle asks:
 # sft_trainer_ray builds a RayResourcePool itself (its default max_colocate_count: 10 in verl 0.9.1), main_ppo a
@@ -28,19 +30,54 @@ TRAINER = {"sft": "sft_trainer_ray", "ppo": "main_ppo", "grpo": "main_ppo"}
 _LISTED = 6  # nodes named in a message at most
 _LISTED_PATHS = 3  # places of a setting named in a message at most
 
+# How a component's engine splits its ranks, in verl 0.9.1 (data_parallel() below): per engine section, its FSDP
+# sequence-parallel keys (the deprecated one first: FSDPActorConfig and FSDPCriticConfig copy it over the engine's
+# when > 1) and its Megatron section.
+PARALLEL = {"engine": (("engine.ulysses_sequence_parallel_size",), "engine"),
+            "actor_rollout_ref.actor": (("actor_rollout_ref.actor.ulysses_sequence_parallel_size",
+                                         "actor_rollout_ref.actor.fsdp_config.ulysses_sequence_parallel_size"),
+                                        "actor_rollout_ref.actor.megatron"),
+            "critic": (("critic.ulysses_sequence_parallel_size", "critic.fsdp.ulysses_sequence_parallel_size"),
+                       "critic.megatron")}
+_MEGATRON = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size")
+_ROLLOUT = tuple(f"actor_rollout_ref.rollout.{name}" for name in
+                 ("tensor_model_parallel_size", "data_parallel_size", "pipeline_model_parallel_size"))
+_SYNC_MODES = ("sync", "colocate_async", "separate_async")  # trainer.v1.trainer_mode's choices in verl 0.9.1
+_WORLD = ("trainer.nnodes", "trainer.n_gpus_per_node")
+_BATCH_KEYS = {
+    "sft": ("data.train_batch_size", "data.use_dynamic_bsz", "data.micro_batch_size_per_gpu"),
+    "grpo": ("data.train_batch_size", "trainer.use_v1", "trainer.v1.trainer_mode", "actor_rollout_ref.rollout.n",
+             "actor_rollout_ref.actor.ppo_mini_batch_size", "actor_rollout_ref.actor.use_dynamic_bsz",
+             "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", *_ROLLOUT,
+             *(f"trainer.v1.{mode}.parameter_sync_step" for mode in _SYNC_MODES)),
+}
+_BATCH_KEYS["ppo"] = (*_BATCH_KEYS["grpo"], "critic.ppo_mini_batch_size")
+# The verl versions whose code the batch rules below were read from; another verl's are not judged by them.
+BATCH_RULES_VERL = ("0.9.",)
+
+
+def _parallel_keys(section):
+    sequence, megatron = PARALLEL[section]
+    return (*sequence, *(f"{megatron}.{name}" for name in (*_MEGATRON, "dynamic_context_parallel")))
+
 
 def request(workload):
-    """What the probe is asked for a workload (its first argument, as JSON)."""
+    """What the probe is asked for a workload (its first argument, as JSON): the attention keys, whether a critic
+    loads through the value-head loader, the engine sections whose instantiated strategy it reports, and the
+    resolved values of the keys the batch checks read."""
     keys = ATTENTION_KEYS.get(workload, ())
-    return {"attn_keys": list(keys), "valuehead": workload in VALUEHEAD,
-            "strategy_keys": {key: STRATEGY_KEYS[key] for key in keys}}
+    engines = ENGINES.get(workload, ())
+    values = [*_WORLD, *_BATCH_KEYS.get(workload, ()), *(key for section in engines for key in _parallel_keys(section))]
+    return {"attn_keys": list(keys), "valuehead": workload in VALUEHEAD, "engines": list(engines),
+            "values": list(dict.fromkeys(values))}
 
 
 def _transformers(facts, key):
-    """Whether the model behind an attention key loads through transformers (FSDP): an unknown engine (an older
-    probe, an interpolation) counts as FSDP, verl's default."""
-    strategy = (facts.get("strategies") or {}).get(key)
-    return strategy in _HF_STRATEGIES or not isinstance(strategy, str) or strategy.startswith("${")
+    """Whether the model behind an attention key loads through transformers (FSDP), judged by the strategy its
+    engine section instantiates; an unknown engine (an older probe, a target that does not import) counts as
+    FSDP, verl's default."""
+    strategy = (facts.get("engines") or {}).get(ENGINE_OF.get(key))
+    return strategy in _HF_STRATEGIES or not isinstance(strategy, str)
 
 
 def attention(workload, facts, where):
@@ -123,6 +160,124 @@ def placement(workload, facts, resources, nodes):
             f"(ray_worker_num_cpus) or ask fewer GPUs per node (resources.n_gpus_per_node)")
 
 
+def _int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _model_parallel(facts, section):
+    """(ranks one model replica spans, the settings that make it as "key=value") of a component's engine as verl
+    0.9.1 counts them: FSDP's data-parallel size is the world over Ulysses' sequence parallel
+    (workers/engine/fsdp/transformer_impl.py get_data_parallel_size), Megatron's over tensor x pipeline x context
+    parallel (megatron's mpu); None for another engine (its own rules), Megatron's dynamic context parallel (one
+    data-parallel rank whatever the world), or sizes that are not plain integers. An unset size is verl's default, 1."""
+    values, strategy = facts["values"], (facts.get("engines") or {}).get(section)
+    sequence, megatron = PARALLEL[section]
+    if strategy in ("fsdp", "fsdp2"):
+        sizes = [(key, values.get(key)) for key in sequence]
+        if any(value is not None and not _int(value) for _, value in sizes):
+            return None
+        key, size = next(((key, value) for key, value in sizes if value and value > 1), (None, 1))
+        return size, ([f"{key}={size}"] if key else [])
+    if strategy != "megatron" or values.get(f"{megatron}.dynamic_context_parallel") is True:
+        return None
+    sizes = [(f"{megatron}.{name}", 1 if values.get(f"{megatron}.{name}") is None
+              else values.get(f"{megatron}.{name}")) for name in _MEGATRON]
+    if not all(_int(size) and size > 0 for _, size in sizes):
+        return None
+    product = 1
+    for _, size in sizes:
+        product *= size
+    return product, [f"{key}={size}" for key, size in sizes if size != 1]
+
+
+def _over(settings, product, world, placed):
+    """A model replica's ranks that do not divide the world, in one line."""
+    return (f"{' x '.join(settings)} makes a model replica {product} ranks, which does not divide the {world} ranks "
+            f"verl places ({placed}): verl cannot lay the replicas out")
+
+
+def batches(workload, facts):
+    """One line per batch size verl 0.9.1's trainers split over their ranks, or over micro-batches, only after
+    placing their workers (each an assertion there), that the composed config and the placement (trainer.nnodes x
+    trainer.n_gpus_per_node) already show cannot split evenly. Nothing for another verl, an engine these rules do not
+    know, or a value that is not a plain integer."""
+    values = facts.get("values")
+    version = facts.get("verl_version")
+    if not isinstance(values, dict) or not isinstance(version, str) or not version.startswith(BATCH_RULES_VERL):
+        return []
+    nodes, per_node = (values.get(key) for key in _WORLD)
+    if not (_int(nodes) and _int(per_node) and nodes > 0 and per_node > 0):
+        return []
+    world, placed = nodes * per_node, f"trainer.nnodes={nodes} x trainer.n_gpus_per_node={per_node}"
+    lines = []
+
+    def ranks(section, who):
+        """The data-parallel ranks of a component, its description, or None (a line added when it cannot be)."""
+        split = _model_parallel(facts, section)
+        if split is None:
+            return None, None
+        product, settings = split
+        if world % product:
+            lines.append(_over(settings, product, world, placed))
+            return None, None
+        over = f" over {' x '.join(settings)}" if settings else ""
+        return world // product, f"{who}{world // product} data-parallel rank(s) ({placed}{over})"
+
+    batch = values.get("data.train_batch_size")
+    if workload == "sft":
+        dp, where = ranks("engine", "the ")
+        if dp and _int(batch) and batch % dp:
+            lines.append(f"data.train_batch_size={batch} does not split evenly over {where}: verl's sft_trainer_ray "
+                         f"gives each an equal share of every batch, and asserts it only once its workers are placed "
+                         f"(AssertionError: {batch} % {dp} != 0); make it a multiple of {dp}")
+        micro = values.get("data.micro_batch_size_per_gpu")
+        if dp and _int(batch) and not batch % dp and values.get("data.use_dynamic_bsz") is False and _int(micro) \
+                and micro > 0 and (batch // dp) % micro:
+            lines.append(f"data.train_batch_size={batch} over {where} is {batch // dp} a rank, not a multiple of "
+                         f"data.micro_batch_size_per_gpu={micro} (data.use_dynamic_bsz=False): verl's engine splits "
+                         f"each rank's share into micro-batches of that size once its workers are placed")
+        return lines
+    if values.get("trainer.use_v1") is not True:  # the rules are the V1 trainer's, verl 0.9.1's default
+        return lines
+    n = values.get("actor_rollout_ref.rollout.n")
+    members = [("actor_rollout_ref.actor", "the actor's ", "actor_rollout_ref.actor.ppo_mini_batch_size")]
+    if workload in VALUEHEAD:
+        members.append(("critic", "the critic's ", "critic.ppo_mini_batch_size"))
+    for section, who, key in members:
+        dp, where = ranks(section, who)
+        mini = values.get(key)
+        if not (dp and _int(mini) and _int(n) and mini > 0 and n > 0):
+            continue
+        rows = mini * n
+        if rows % dp:
+            lines.append(f"{key}={mini} x actor_rollout_ref.rollout.n={n} = {rows} rows a mini-batch, which do not "
+                         f"split evenly over {where}: verl's engine workers assert it at their first update, once "
+                         f"placed (train_mini_batch); make the product a multiple of {dp}")
+            continue
+        micro = values.get(f"{section}.ppo_micro_batch_size_per_gpu")
+        # The critic's engine ignores its ppo_micro_batch_size_per_gpu in verl 0.9.1 (it batches by tokens).
+        if section == "actor_rollout_ref.actor" and values.get(f"{section}.use_dynamic_bsz") is False \
+                and _int(micro) and micro > 0 and (rows // dp) % micro:
+            lines.append(f"{key}={mini} x actor_rollout_ref.rollout.n={n} = {rows} rows over {where} is "
+                         f"{rows // dp} a rank, not a multiple of {section}.ppo_micro_batch_size_per_gpu={micro} "
+                         f"({section}.use_dynamic_bsz=False): verl's engine splits each rank's share into "
+                         f"micro-batches of that size once its workers are placed")
+    rollout = [(key, 1 if values.get(key) is None else values.get(key)) for key in _ROLLOUT]
+    if all(_int(size) and size > 0 for _, size in rollout):
+        product = 1
+        for _, size in rollout:
+            product *= size
+        if world % product:
+            lines.append(_over([f"{key}={size}" for key, size in rollout], product, world, placed).replace(
+                "a model replica", "a rollout replica"))
+    mode = values.get("trainer.v1.trainer_mode")
+    step = values.get(f"trainer.v1.{mode}.parameter_sync_step") if mode in _SYNC_MODES else None
+    if _int(batch) and _int(step) and step > 0 and batch % step:
+        lines.append(f"data.train_batch_size={batch} is not a multiple of trainer.v1.{mode}.parameter_sync_step="
+                     f"{step}: verl's {mode} trainer asserts it at its first step, once its workers are placed")
+    return lines
+
+
 def _strings(value):
     return [item for item in value if isinstance(item, str)] if isinstance(value, list) else []
 
@@ -134,8 +289,8 @@ def _verl(facts):
 
 def refused(facts):
     """One line per override verl's hydra refused (the probe's `refused`), each with where this verl keeps the same
-    setting when its config has it elsewhere: never hydra's hint to add the key with +, which for a key that moved
-    makes the compose pass while the setting does nothing."""
+    setting when its config has it elsewhere in the key's own component (probe.component): never hydra's hint to
+    add the key with +, which for a key that moved makes the compose pass while the setting does nothing."""
     verl, lines = _verl(facts), []
     for item in facts.get("refused") if isinstance(facts.get("refused"), list) else ():
         if not isinstance(item, dict) or not isinstance(item.get("key"), str):
@@ -162,8 +317,14 @@ def refused(facts):
             lines.append(f"override {key}: not in {verl}'s config, where {parent} is an empty mapping: to add the "
                          f"key there, write it +{key}=...")
         else:
-            lines.append(f"override {key}: not in {verl}'s config, nor any setting named {leaf}: remove it (a + "
-                         f"would add it whether {verl} reads it or not)")
+            own = item.get("component") if isinstance(item.get("component"), str) else None
+            if own and item.get("component_here") is False:
+                group = own.rpartition(".")[0]
+                nowhere = f"which has no {own}, nor a {key[len(group) + 1 if group else 0:]} elsewhere"
+            else:
+                nowhere = f"nor any setting named {leaf}" + (f" in {own}" if own else "")
+            lines.append(f"override {key}: not in {verl}'s config, {nowhere}: remove it (a + would add it whether "
+                         f"{verl} reads it or not)")
     return lines
 
 

@@ -8,14 +8,16 @@ the head's module imports this file only to read its source.
 In one process, with no second import of verl or torch:
 1. the libraries a trainer imports must be here (else exit MISSING_RC: this Python is not the job's);
 2. verl's hydra composes the job's config (`--cfg job`); each override hydra refuses (a key verl's config lacks,
-   a `+` on a key it has) is noted, with where the same setting is in this verl's own config, and left out of the
-   next compose, so one run names every one of them (`refused`); an error no override explains is verl's message
-   (`compose_error`);
+   a `+` on a key it has) is noted, with where the same setting is in the key's own component of this verl's
+   config (component()), and left out of the next compose, so one run names every one of them (`refused`); an
+   error no override explains is verl's message (`compose_error`);
 3. verl's own start-up checks on the composed config, those its trainer runs before it places a worker
    (`startup`: each one that refuses, as verl says it);
 4. facts, printed as one line `<MARK> <json>` on stdout: the attention implementation each asked key resolves to,
-   whether the critic's loader hard-codes flash_attention_2, whether flash_attn imports, the platform's Ray
-   resource name and the CPUs verl asks per GPU bundle (its pools' own defaults).
+   the engine each asked section instantiates (`engines`), the resolved values of the asked keys (`values`: batch
+   sizes, parallel sizes, the placement), whether the critic's loader hard-codes flash_attention_2, whether
+   flash_attn imports, the platform's Ray resource name and the CPUs verl asks per GPU bundle (its pools' own
+   defaults).
 The decisions are the head's (module_utils/jobs/preflight_checks.py).
 """
 
@@ -147,30 +149,46 @@ def _shared(a, b, step):
     return next((n for n, (x, y) in enumerate(pairs) if x != y), min(len(a), len(b)))
 
 
+# verl's config sections that group several workers' components: the hybrid worker's actor, rollout, ref and model
+# under actor_rollout_ref. A key's component is that section's child there, else the key's top-level section.
+GROUPS = ("actor_rollout_ref",)
+
+
+def component(key):
+    """The parts of a key's component: actor_rollout_ref.actor.x -> (actor_rollout_ref, actor), critic.x -> (critic,)."""
+    parts = tuple(key.split("."))
+    return parts[:2] if parts[0] in GROUPS and len(parts) > 2 else parts[:1]
+
+
 def same_setting(tree, key):
-    """Where a composed config keeps the setting a key it lacks names: the paths ending in the key's last part, those
-    in the key's own top-level section first (one in another section must share at least two last parts), then the
-    most last parts shared, then the most first parts; every path tied best, or [] when none is there."""
+    """Where a composed config keeps the setting a key it lacks names, only in the key's own component (never the
+    rollout's setting for the actor's): the paths under the component ending in the key's last part, or, when this
+    config has no such component (it moved whole), the paths ending in the component's name and the rest of the
+    key; of those, the most last parts shared, then the most first parts; every path tied best, or []."""
     want = tuple(key.split("."))
-    scored = {}
-    for path in _paths(tree):
-        if path[-1] != want[-1] or path == want:
-            continue
-        same, suffix = path[0] == want[0], _shared(path, want, -1)
-        if same or suffix >= 2:
-            scored[".".join(path)] = (same, suffix, _shared(path, want, 1))
+    own = component(key)
+    node = lookup(tree, ".".join(own))
+    if isinstance(node, dict):
+        found = [(*own, *path) for path in _paths(node) if path[-1] == want[-1]]
+    else:
+        tail = want[len(own) - 1:]
+        found = [path for path in _paths(tree) if path[-len(tail):] == tail]
+    scored = {".".join(path): (_shared(path, want, -1), _shared(path, want, 1)) for path in found if path != want}
     best = max(scored.values(), default=None)
     return sorted(path for path, score in scored.items() if score == best)
 
 
 def where_else(tree, key):
-    """What a composed config has instead of a key it lacks: the same setting elsewhere (same_setting), the keys
-    beside it spelled like it (close), and whether its parent is an empty mapping, one to add keys to (open_parent)."""
+    """What a composed config has instead of a key it lacks: the same setting elsewhere in its component
+    (same_setting, with the component and whether this config has it), the keys beside it spelled like it (close),
+    and whether its parent is an empty mapping, one to add keys to (open_parent)."""
     parent_key, _, leaf = key.rpartition(".")
     parent = lookup(tree, parent_key) if parent_key else tree
     beside = [str(name) for name in parent] if isinstance(parent, dict) else []
     close = difflib.get_close_matches(leaf, beside, n=3, cutoff=0.85)  # 0.8 takes grad_offload for param_offload
-    return {"same_setting": same_setting(tree, key), "open_parent": parent == {},
+    own = ".".join(component(key))
+    return {"same_setting": same_setting(tree, key), "open_parent": parent == {}, "component": own,
+            "component_here": isinstance(lookup(tree, own), dict),
             "close": [f"{parent_key}.{name}" if parent_key else name for name in close]}
 
 
@@ -289,6 +307,43 @@ def failure_line(exc):
     return (text + (f" ({where[-1]})" if cause is not exc and where else ""))[:600]
 
 
+_SCALARS = (bool, int, float, str, type(None))
+
+
+def resolved(conf, key):
+    """The value at a dotted key with its interpolations resolved (as verl reads it), a scalar, or None when it is
+    missing, not a scalar, or does not resolve."""
+    from omegaconf import OmegaConf
+
+    try:
+        value = OmegaConf.select(conf, key, default=None, throw_on_resolution_failure=False)
+    except Exception:  # noqa: BLE001 - a key of another shape (a list indexed by name): not there
+        return None
+    return value if isinstance(value, _SCALARS) else None
+
+
+def engine_strategy(conf, section):
+    """The training engine a config section instantiates: its `strategy` as resolved, else the default `strategy` of
+    the class its `_target_` names (verl 0.9.1's megatron engine config says none: McoreEngineConfig's is
+    "megatron"); None when neither says (an older verl, a target that does not import)."""
+    import dataclasses
+
+    strategy = resolved(conf, f"{section}.strategy")
+    if isinstance(strategy, str) and strategy != "???":
+        return strategy
+    target = resolved(conf, f"{section}._target_")
+    if not isinstance(target, str):
+        return None
+    try:
+        from hydra.utils import get_class
+
+        fields = {field.name: field for field in dataclasses.fields(get_class(target))}
+    except Exception:  # noqa: BLE001 - not a dataclass, or not importable here: the engine is not known
+        return None
+    default = fields["strategy"].default if "strategy" in fields else None
+    return default if isinstance(default, str) and default != "???" else None
+
+
 def main(argv):
     request, trainer = json.loads(argv[0]), argv[1:]
     missing = missing_modules()
@@ -315,8 +370,12 @@ def main(argv):
             item.update(where_else(config, item["key"]))
     facts["startup"], facts["startup_skipped"] = startup_errors(trainer[0], text)
     attention = {key: lookup(config, key) for key in request.get("attn_keys", [])}
+    from omegaconf import OmegaConf
+
+    conf = OmegaConf.create(text)
     facts.update({"attention": attention,
-                  "strategies": {key: lookup(config, where) for key, where in request.get("strategy_keys", {}).items()}})
+                  "engines": {section: engine_strategy(conf, section) for section in request.get("engines", [])},
+                  "values": {key: resolved(conf, key) for key in request.get("values", [])}})
     if request.get("valuehead"):
         from verl.utils import model
 

@@ -36,35 +36,50 @@ def test_missing_modules_names_what_this_python_cannot_find():
 
 
 # A few of verl 0.9.1's composed ppo keys: the critic's FSDP settings are under critic.fsdp, the actor's and the
-# ref's under their fsdp_config.
+# ref's under their fsdp_config, the rollout's own parallel sizes beside them.
 TREE = {"actor_rollout_ref": {"actor": {"fsdp_config": {"param_offload": False, "optimizer_offload": False}},
                               "ref": {"fsdp_config": {"param_offload": False}},
-                              "model": {"override_config": {}}},
+                              "rollout": {"tensor_model_parallel_size": 2, "enforce_eager": False},
+                              "model": {"override_config": {}, "use_remove_padding": True}},
         "critic": {"fsdp": {"param_offload": False}, "model": {"path": "/m"}, "optim": {"lr": 1e-5}},
         "reward": {"custom_reward_function": {"path": None}},
         "trainer": {"save_freq": -1, "total_epochs": 1}}
 
 
-def test_a_setting_that_moved_is_found_in_its_own_section_first_then_by_the_longest_shared_end():
-    # Two fsdp_config.param_offload elsewhere share two last parts; the critic's own section wins with one.
+def test_a_key_has_one_component_the_hybrid_workers_part_or_its_top_level_section():
+    assert verl_probe.component("actor_rollout_ref.actor.megatron.tensor_model_parallel_size") == (
+        "actor_rollout_ref", "actor")
+    assert verl_probe.component("actor_rollout_ref.rollout.n") == ("actor_rollout_ref", "rollout")
+    assert verl_probe.component("critic.model.fsdp_config.param_offload") == ("critic",)
+    assert verl_probe.component("trainer.save_freq") == ("trainer",)
+    assert verl_probe.component("actor_rollout_ref.x") == ("actor_rollout_ref",)
+
+
+def test_a_setting_that_moved_is_found_only_in_its_own_component_by_the_longest_shared_end():
     assert verl_probe.same_setting(TREE, "critic.model.fsdp_config.param_offload") == ["critic.fsdp.param_offload"]
-    # No section of its own: another section's path must share two last parts (the legacy top-level reward key).
-    assert verl_probe.same_setting(TREE, "custom_reward_function.path") == ["reward.custom_reward_function.path"]
-    assert verl_probe.same_setting(TREE, "algorithm.lr") == []  # one shared part in another section is no evidence
-    assert verl_probe.same_setting(TREE, "trainer.use_legacy_worker_impl") == []
-    # Then the most first parts shared: the actor's, not the ref's.
+    # The actor's Megatron tensor parallel (a Megatron script's, read as FSDP) is never the rollout's.
+    assert verl_probe.same_setting(TREE, "actor_rollout_ref.actor.megatron.tensor_model_parallel_size") == []
+    assert verl_probe.same_setting(TREE, "critic.megatron.tensor_model_parallel_size") == []
+    assert verl_probe.same_setting(TREE, "trainer.tensor_model_parallel_size") == []
+    # The actor's own, never the ref's; nor the model's for the actor's (another component of the hybrid worker).
     assert verl_probe.same_setting(TREE, "actor_rollout_ref.actor.param_offload") == [
         "actor_rollout_ref.actor.fsdp_config.param_offload"]
-    # Tied: every one is named.
+    assert verl_probe.same_setting(TREE, "actor_rollout_ref.actor.use_remove_padding") == []
+    # A component this config lacks moved whole: the paths ending in its name and the rest of the key.
+    assert verl_probe.same_setting(TREE, "custom_reward_function.path") == ["reward.custom_reward_function.path"]
     assert verl_probe.same_setting(TREE, "actor_rollout_ref.fsdp_config.param_offload") == [
         "actor_rollout_ref.actor.fsdp_config.param_offload", "actor_rollout_ref.ref.fsdp_config.param_offload"]
+    assert verl_probe.same_setting(TREE, "algorithm.lr") == []  # critic.optim.lr is another component's
+    assert verl_probe.same_setting(TREE, "trainer.use_legacy_worker_impl") == []
 
 
 def test_what_a_config_has_instead_of_a_key_it_lacks():
-    assert verl_probe.where_else(TREE, "trainer.save_frq") == {"same_setting": [], "open_parent": False,
-                                                                 "close": ["trainer.save_freq"]}
+    assert verl_probe.where_else(TREE, "trainer.save_frq") == {
+        "same_setting": [], "open_parent": False, "close": ["trainer.save_freq"], "component": "trainer",
+        "component_here": True}
     assert verl_probe.where_else(TREE, "actor_rollout_ref.model.override_config.attn")["open_parent"] is True
     assert verl_probe.where_else(TREE, "trainer.total_epochs.x")["close"] == []  # a value, not a mapping
+    assert verl_probe.where_else(TREE, "algorithm.lr")["component_here"] is False
 
 
 def test_the_override_hydra_refuses_is_found_from_its_message():
@@ -203,7 +218,7 @@ def test_verl_itself_defaults_to_flash_attention_and_asks_10_and_3_cpus_a_gpu_bu
     assert "flash_attn" in facts["flash_attn_error"]
     assert facts["resource"] == "GPU"
     assert facts["cpus_per_bundle"] == {"RayResourcePool": 10, "ResourcePoolManager": 3}
-    assert facts["strategies"] == {"model.override_config.attn_implementation": "fsdp"}  # engine.strategy
+    assert facts["engines"] == {"engine": "fsdp"}  # engine.strategy
 
 
 @needs_verl
@@ -270,7 +285,8 @@ def test_micro_batch_sizes_set_twice_are_refused_with_verls_message_beside_the_s
     assert sync.startswith("ValueError: Rollout mode 'sync' has been removed.")
     problems = [*preflight_checks.refused(facts), *preflight_checks.startup(facts)]
     message = preflight_checks.verdict("grpo-1", "the head", problems)
-    assert "found 3 problems" in message and "nor any setting named grad_offload" in message
+    assert "found 3 problems" in message and "nor any setting named grad_offload in actor_rollout_ref.actor" \
+        in message
     assert "verl 0.9.1's start-up checks would refuse the config: ValueError: [actor]" in message
 
 
@@ -283,3 +299,35 @@ def test_an_sft_scripts_stale_data_keys_and_a_misspelling_in_one_run(sft_run):
     assert all(item["kind"] == "missing" and item["same_setting"] == [] for item in refused.values())
     assert refused["trainer.save_frq"]["close"] == ["trainer.save_freq"] and facts["startup"] == []
     assert facts["startup_skipped"] is None
+
+
+@needs_verl
+def test_an_sft_on_megatron_is_judged_by_its_engine_and_its_batch_by_the_ranks_verl_places():
+    # The lab's SFT batch of 8 on 6 ranks a node: verl 0.9.1 asserts 8 % 6 only after placing its workers.
+    code, facts, err = run_probe("sft", ["engine=megatron", "data.train_batch_size=8", "trainer.n_gpus_per_node=6"])
+    assert code == 0, err
+    # Its composed engine has no strategy: McoreEngineConfig, which it instantiates, says megatron.
+    assert facts["engines"] == {"engine": "megatron"} and "strategy" not in json.dumps(facts["values"])
+    assert facts["attention"] == {"model.override_config.attn_implementation": None} and facts["flash_attn_error"]
+    assert preflight_checks.attention("sft", facts, "the head") is None  # Megatron's attention is its own
+    assert facts["values"]["engine.tensor_model_parallel_size"] == 1 and facts["values"]["trainer.nnodes"] == 1
+    [line] = preflight_checks.batches("sft", facts)
+    assert line.startswith("data.train_batch_size=8 does not split evenly over the 6 data-parallel rank(s) "
+                           "(trainer.nnodes=1 x trainer.n_gpus_per_node=6)") and "8 % 6 != 0" in line
+
+
+@needs_verl
+def test_a_megatron_scripts_actor_keys_on_fsdp_get_no_other_components_setting_and_its_batch_is_split():
+    overrides = ["algorithm.adv_estimator=grpo", "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2",
+                 "data.train_batch_size=12", "trainer.n_gpus_per_node=6", "actor_rollout_ref.rollout.n=5",
+                 "actor_rollout_ref.actor.ppo_mini_batch_size=8", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2",
+                 "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=2",
+                 "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=2", "actor_rollout_ref.rollout.name=vllm"]
+    code, facts, err = run_probe("grpo", overrides, LAB_ENV)
+    assert code == 0, err
+    stale = refused_keys(facts)["actor_rollout_ref.actor.megatron.tensor_model_parallel_size"]
+    # The rollout's tensor_model_parallel_size is another component's: never offered for the actor's.
+    assert stale["same_setting"] == [] and stale["component"] == "actor_rollout_ref.actor"
+    assert facts["engines"] == {"actor_rollout_ref.actor": "fsdp"} and facts["startup"] == []
+    [line] = preflight_checks.batches("grpo", facts)  # 8 x 5 = 40 rows over 6 ranks
+    assert line.startswith("actor_rollout_ref.actor.ppo_mini_batch_size=8 x actor_rollout_ref.rollout.n=5 = 40 rows")

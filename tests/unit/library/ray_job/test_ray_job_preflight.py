@@ -7,15 +7,17 @@ The job's Python is faked at its boundary: AnsibleModule.run_command (the head) 
 import json
 import os
 import subprocess
+import time
 import types
 
 import pytest
 from ansible.module_utils.base import ray_cluster as rc
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.jobs import preflight, verdicts
+from ansible.module_utils.jobspec import model as jobspec
 from ansible.module_utils.verl import probe as verl_probe
 from ray._raylet import RAY_INTERNAL_NAMESPACE_PREFIX
-from ray_job_harness import GRPO_SID, HEAD, WORKER, make_verl_spec, record, submit
+from ray_job_harness import GRPO, GRPO_SID, HEAD, NOW, WORKER, make_verl_spec, record, submit
 
 LAB_FACTS = {"python": "/opt/verl/bin/python", "resource": "CPU",
              "cpus_per_bundle": {"RayResourcePool": 10, "ResourcePoolManager": 3},
@@ -97,10 +99,10 @@ def test_a_head_with_the_jobs_python_composes_there_once_and_asks_ray_for_no_dri
     assert out["submission_id"] == GRPO_SID and len(ray.submitted) == 1
     (args, kwargs), = head.calls
     assert args[:2] == ["python", "-c"] and args[2] == preflight.source()
-    assert json.loads(args[3]) == {"attn_keys": ["actor_rollout_ref.model.override_config.attn_implementation"],
-                                   "valuehead": False, "strategy_keys": {
-                                       "actor_rollout_ref.model.override_config.attn_implementation":
-                                           "actor_rollout_ref.actor.strategy"}}
+    asked = json.loads(args[3])
+    assert asked["attn_keys"] == ["actor_rollout_ref.model.override_config.attn_implementation"]
+    assert asked["valuehead"] is False and asked["engines"] == ["actor_rollout_ref.actor"]
+    assert {"trainer.nnodes", "data.train_batch_size", "actor_rollout_ref.rollout.n"} <= set(asked["values"])
     assert args[4] == "verl.trainer.main_ppo" and args[-2:] == ["--cfg", "job"]
     # The job's environment: its PYTHONPATH and env vars, never the module's RAY_ADDRESS.
     env = kwargs["environ_update"]
@@ -265,6 +267,20 @@ def test_a_start_up_refusal_only_the_head_sees_does_not_refuse_the_job(ray, ray_
     assert len(ray.submitted) == 1 and len(driver.calls) == 1
 
 
+def test_a_batch_verl_would_split_unevenly_once_placed_is_refused_from_the_head(ray, ray_config, capsys, monkeypatch):
+    values = {"trainer.nnodes": 1, "trainer.n_gpus_per_node": 6, "trainer.use_v1": True, "data.train_batch_size": 12,
+              "actor_rollout_ref.rollout.n": 5, "actor_rollout_ref.actor.ppo_mini_batch_size": 8}
+    answer = probe_output(verl_version="0.9.1", engines={"actor_rollout_ref.actor": "fsdp"}, values=values)
+    Head(monkeypatch, (0, answer, ""))
+    monkeypatch.setattr(rc, "list_nodes", lambda url: [HEAD, HEX_WORKER])
+    monkeypatch.setattr(preflight, "_import_ray", lambda: pytest.fail("the config decides it on any node"))
+    code, out = submit(capsys, ray_config, grpo(ray_config))
+    assert code == 1, out
+    assert out["msg"].startswith(f"{GRPO_SID}: the preflight on the head: actor_rollout_ref.actor.ppo_mini_batch_size=8 "
+                                 "x actor_rollout_ref.rollout.n=5 = 40 rows a mini-batch, which do not split evenly")
+    assert not ray.submitted and not os.path.exists(record(ray_config, GRPO_SID))
+
+
 def test_preflight_false_runs_no_probe(ray, ray_config, capsys):
     code, out = submit(capsys, ray_config, grpo(ray_config), preflight=False)  # the ray fixture refuses any command
     assert code == 0, out
@@ -287,7 +303,7 @@ def share_jobs(ray_config):
 def keepable(monkeypatch):
     """A job whose verdict may be kept (a code snapshot, a venv's Python on the head): fingerprint() is tested below
     on real folders."""
-    monkeypatch.setattr(verdicts, "fingerprint", lambda spec, python: {"packages": [[1, 2, 3, 4]]})
+    monkeypatch.setattr(verdicts, "fingerprint", lambda spec, python, runtime_env: "0" * 64)
 
 
 def test_a_second_submission_of_the_same_spec_skips_the_probe(ray, ray_config, capsys, monkeypatch, keepable):
@@ -341,49 +357,178 @@ def test_a_kept_verdict_the_cluster_no_longer_passes_is_set_aside(ray, ray_confi
     assert kept_files(ray_config) == []
 
 
-def test_the_key_leaves_out_the_id_and_secret_values():
-    args = ["-c", "src", "{}", "verl.trainer.main_ppo", "trainer.default_local_dir=/private/jobs/a-1/checkpoints"]
-    found = {"packages": [[1, 2, 3, 4]]}
-
-    def key(python, sid, env, names=(), found=found, pip=None):
-        runtime_env = {"env_vars": env, **({"pip": pip} if pip else {})}
-        return verdicts.digest(python, [a.replace("a-1", sid) for a in args], runtime_env, sid,
-                               ["WANDB_API_KEY", *names], found)
-
-    one = key(["python"], "a-1", {"WANDB_API_KEY": "s1", "X": "/private/jobs/a-1"})
-    assert one == key(["python"], "b-2", {"WANDB_API_KEY": "s2", "X": "/private/jobs/b-2"})
-    assert one != key(["python3"], "a-1", {"WANDB_API_KEY": "s1", "X": "/private/jobs/a-1"})
-    assert one != key(["python"], "a-1", {"WANDB_API_KEY": "s1", "X": "/private/jobs/a-1"}, pip=["verl==0.9.2"])
-    assert one != key(["python"], "a-1", {"WANDB_API_KEY": "s1", "X": "/private/jobs/a-1"}, found={"packages": []})
-    # A site's own secret name: its value leaves no trace in the key either.
-    assert key(["python"], "a-1", {"SITE_TOKEN_X": "v1"}, ["SITE_TOKEN_X"]) == \
-        key(["python"], "a-1", {"SITE_TOKEN_X": "v2"}, ["SITE_TOKEN_X"])
-
-
+# Issue 38 (7): the key is the config rendered for a fixed placeholder id, and the files the probe reads.
 def venv_python(tmp_path):
+    """A venv's Python with verl, hydra and omegaconf in its site-packages."""
     python = tmp_path / "venv" / "bin" / "python"
     python.parent.mkdir(parents=True)
     python.write_text("")
-    (tmp_path / "venv" / "lib" / "python3.11" / "site-packages").mkdir(parents=True)
+    packages = tmp_path / "venv" / "lib" / "python3.11" / "site-packages"
+    for name in verdicts.WATCHED:
+        (packages / name).mkdir(parents=True)
+        (packages / name / "__init__.py").write_text(f"# {name}\n")
+    (packages / "verl" / "trainer").mkdir()
+    (packages / "verl" / "trainer" / "main_ppo.py").write_text("def main(): ...\n")
     return str(python)
 
 
-def test_a_verdict_is_kept_only_for_a_snapshot_and_a_venvs_python_and_changes_with_them(tmp_path):
-    spec = types.SimpleNamespace(code_id="verl-0.9.1", user_code=False, model_path=str(tmp_path / "model"),
-                                 shared_root=str(tmp_path / "share"))
-    python = [venv_python(tmp_path)]
-    first = verdicts.fingerprint(spec, python)
-    assert first is not None
-    assert verdicts.fingerprint(types.SimpleNamespace(**{**vars(spec), "code_id": None}), python) is None
-    assert verdicts.fingerprint(types.SimpleNamespace(**{**vars(spec), "user_code": True}), python) is None
-    assert verdicts.fingerprint(spec, ["python"]) is None  # not a path on the head: a worker's Python
-    assert verdicts.fingerprint(spec, ["/usr/bin/env"]) is None  # not a venv's
-    (tmp_path / "venv" / "lib" / "python3.11" / "site-packages" / "verl-0.9.2.dist-info").mkdir()  # pip install -U
-    second = verdicts.fingerprint(spec, python)
+@pytest.fixture
+def site(tmp_path):
+    """A shared root with a code snapshot and the site's plugins, a local model, and a venv's Python on the head."""
+    share = tmp_path / "share"
+    (share / "jobs").mkdir(parents=True)
+    snapshot = share / "common" / "code" / "verl" / "verl-0.9.1"
+    (snapshot / "verl").mkdir(parents=True)
+    (snapshot / "verl" / "__init__.py").write_text("__version__ = '0.9.1'\n")
+    (share / "common" / "code" / "plugins" / "verl_cpu").mkdir(parents=True)
+    (share / "common" / "code" / "plugins" / "verl_cpu" / "__init__.py").write_text("PLATFORM = 'cpu'\n")
+    model = tmp_path / "model"
+    model.mkdir()
+    for name in ("config.json", "tokenizer.json", "tokenizer_config.json"):
+        (model / name).write_text("{}")
+    python = venv_python(tmp_path)
+    ray_config = {"address": "10.0.0.10:6379", "dashboard_url": "http://10.0.0.10:8265", "shared_root": str(share),
+                  "python": python}
+    return types.SimpleNamespace(root=tmp_path, share=share, snapshot=snapshot, model=model, python=python,
+                                 ray_config=ray_config,
+                                 packages=tmp_path / "venv" / "lib" / "python3.11" / "site-packages")
+
+
+def site_spec(site, sid="grpo-1", **cli):
+    cli = {"submission_id": sid, "code_id": "verl-0.9.1", "model_path": str(site.model), **cli}
+    return jobspec.resolve(GRPO, name="grpo", ray_config=site.ray_config, cli=cli, now=NOW, token="abc123")
+
+
+def site_key(site, spec, names=("WANDB_API_KEY",)):
+    return verdicts.key(spec, site.ray_config, None, ["-c", "probe source", "{}"], list(names))
+
+
+def test_the_key_is_the_config_rendered_for_a_placeholder_id_never_a_text_substitution(site):
+    batch = "data.train_batch_size"
+    # Two submissions of one spec key alike: their ids name the record, the checkpoints and the experiment only.
+    assert site_key(site, site_spec(site, "a-1")) == site_key(site, site_spec(site, "b-2")) is not None
+    # Id 8 with a batch of 8 and id 3 with a batch of 3: a text substitution of the id made them one key.
+    eight = site_spec(site, "8", overrides=[f"{batch}=8"])
+    three = site_spec(site, "3", overrides=[f"{batch}=3"])
+    assert site_key(site, eight) != site_key(site, three)
+    assert site_key(site, eight) == site_key(site, site_spec(site, "9", overrides=[f"{batch}=8"]))
+    # An experiment named apart from the id is the job's own setting, and keys it.
+    assert site_key(site, site_spec(site, "a-1", experiment_name="mine")) != site_key(site, site_spec(site, "a-1"))
+    rendered = verdicts.keyed_spec(eight)
+    assert rendered.output_dir.endswith(f"/jobs/{verdicts.PLACEHOLDER}") and rendered.experiment_name == \
+        verdicts.PLACEHOLDER and rendered.checkpoint_dir.startswith(rendered.output_dir + "/")
+    assert rendered.overrides == eight.overrides
+
+
+def test_the_key_leaves_out_secret_values_but_not_the_rest_of_the_env(site):
+    def with_env(env, names=("WANDB_API_KEY",)):
+        return site_key(site, site_spec(site, env=env), names)
+
+    assert with_env({"WANDB_API_KEY": "s1"}) == with_env({"WANDB_API_KEY": "s2"})
+    assert with_env({"WANDB_API_KEY": "s1", "HF_HOME": "/a"}) != with_env({"WANDB_API_KEY": "s1", "HF_HOME": "/b"})
+    # A site's own secret name: its value leaves no trace in the key either.
+    assert with_env({"SITE_TOKEN_X": "v1"}, ["SITE_TOKEN_X"]) == with_env({"SITE_TOKEN_X": "v2"}, ["SITE_TOKEN_X"])
+
+
+def edit(path, text):
+    """An edit in place: the same inode, the same size, the mtime put back (ctime still moves)."""
+    before = os.stat(path)
+    with open(path, "r+", encoding="utf-8") as handle:
+        handle.write(text)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert os.stat(path).st_ino == before.st_ino
+
+
+@pytest.mark.parametrize("where", ["site-packages verl", "snapshot", "plugin", "tokenizer", "config"])
+def test_a_file_the_probe_reads_edited_in_place_changes_the_key(site, where):
+    spec = site_spec(site)
+    first = site_key(site, spec)
+    assert first is not None and site_key(site, spec) == first  # nothing changed: the same key
+    path = {"site-packages verl": site.packages / "verl" / "trainer" / "main_ppo.py",
+            "snapshot": site.snapshot / "verl" / "__init__.py",
+            "plugin": site.share / "common" / "code" / "plugins" / "verl_cpu" / "__init__.py",
+            "tokenizer": site.model / "tokenizer.json", "config": site.model / "config.json"}[where]
+    time.sleep(0.01)  # ctime's clock ticks
+    edit(path, path.read_text()[::-1])
+    assert site_key(site, spec) != first
+
+
+def test_installs_and_new_files_change_the_key_and_pythons_own_caches_do_not(site):
+    spec = site_spec(site)
+    first = site_key(site, spec)
+    (site.packages / "verl" / "__pycache__").mkdir()
+    (site.packages / "verl" / "__pycache__" / "__init__.cpython-311.pyc").write_bytes(b"x")
+    (site.packages / "__pycache__").mkdir()
+    assert site_key(site, spec) == first  # the first import writes them: never a miss for it
+    (site.packages / "transformers-5.10.0.dist-info").mkdir()  # pip install -U of any package
+    second = site_key(site, spec)
     assert second != first
-    plugins = tmp_path / "share" / "common" / "code" / "plugins" / "verl_cpu"
-    plugins.mkdir(parents=True)
-    assert verdicts.fingerprint(spec, python) != second
+    (site.model / "modeling_tiny.py").write_text("")  # trust_remote_code's code beside the config
+    assert site_key(site, spec) != second
+
+
+def test_a_model_or_tokenizer_given_as_a_hub_id_keeps_no_verdict(site):
+    assert site_key(site, site_spec(site)) is not None
+    hub = "actor_rollout_ref.model.tokenizer_path=Qwen/Qwen2.5-0.5B-Instruct"
+    assert site_key(site, site_spec(site, overrides=[hub])) is None
+    assert site_key(site, site_spec(site, model_path=str(site.root / "not-here"))) is None  # not a folder here
+    local = site.root / "tokenizer"
+    local.mkdir()
+    (local / "tokenizer.json").write_text("{}")
+    spec = site_spec(site, overrides=[f"actor_rollout_ref.model.tokenizer_path={local}"])
+    first = site_key(site, spec)
+    assert first is not None
+    time.sleep(0.01)
+    edit(local / "tokenizer.json", "[]")
+    assert site_key(site, spec) != first
+
+
+def test_a_symlink_out_of_its_folder_is_never_followed_and_keeps_no_verdict(site, tmp_path):
+    outside = tmp_path / "elsewhere.json"
+    outside.write_text("{}")
+    spec = site_spec(site)
+    inside = site.model / "alias.json"
+    os.symlink(site.model / "config.json", inside)  # inside the model's folder: seen through
+    assert site_key(site, spec) is not None
+    os.symlink(outside, site.model / "vocab.json")  # as a model in a Hub cache: blobs elsewhere
+    assert site_key(site, spec) is None
+    os.unlink(site.model / "vocab.json")
+    os.symlink(tmp_path, site.share / "common" / "code" / "plugins" / "away")  # a folder out of the plugins
+    assert site_key(site, spec) is None
+    os.unlink(site.share / "common" / "code" / "plugins" / "away")
+    (site.packages / "verl").rename(site.root / "verl-src")  # verl linked in from elsewhere
+    os.symlink(site.root / "verl-src", site.packages / "verl")
+    assert site_key(site, spec) is None
+
+
+def test_too_many_files_keep_no_verdict(site, monkeypatch):
+    spec = site_spec(site)
+    assert site_key(site, spec) is not None
+    monkeypatch.setattr(verdicts, "FILES_CAP", 5)
+    assert site_key(site, spec) is None
+
+
+def test_a_verdict_is_kept_only_for_a_snapshot_and_a_venvs_python(site):
+    assert site_key(site, site_spec(site)) is not None
+    spec = site_spec(site)
+    runtime_env = {"env_vars": {"PYTHONPATH": str(site.snapshot)}}
+    assert verdicts.fingerprint(types.SimpleNamespace(**{**vars(spec), "code_id": None}), [site.python],
+                                runtime_env) is None
+    assert verdicts.fingerprint(types.SimpleNamespace(**{**vars(spec), "user_code": True}), [site.python],
+                                runtime_env) is None
+    assert verdicts.fingerprint(spec, ["python"], runtime_env) is None  # not a path on the head: a worker's Python
+    assert verdicts.fingerprint(spec, ["/usr/bin/env"], runtime_env) is None  # not a venv's
+    assert verdicts.fingerprint(spec, [site.python], {"env_vars": {"PYTHONPATH": "code"}}) is None  # relative
+
+
+def test_a_worker_answer_is_not_kept(ray, ray_config, capsys, monkeypatch, keepable):
+    Head(monkeypatch, (verl_probe.MISSING_RC, "", MISSING_TORCH))
+    monkeypatch.setattr(rc, "list_nodes", lambda url: [HEAD, HEX_WORKER])
+    driver = DriverRay(subprocess.CompletedProcess([], 0, probe_output(), ""))
+    monkeypatch.setattr(preflight, "_import_ray", lambda: driver)
+    code, out = submit(capsys, ray_config, grpo(ray_config))
+    assert code == 0 and out["preflight"] == "passed on worker 10.0.0.11", out
+    assert kept_files(ray_config) == []  # the key sees the head's files, not the worker's
 
 
 def test_prune_leaves_what_is_not_a_file(tmp_path, monkeypatch):

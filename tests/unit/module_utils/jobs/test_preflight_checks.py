@@ -62,16 +62,18 @@ def test_too_few_cpus_for_the_gpus_names_each_node_short_and_what_the_job_asks()
 
 
 def test_only_models_fsdp_loads_through_transformers_are_asked_for_flash_attn():
-    facts = {"attention": {SFT_KEY: None}, "flash_attn_error": NO_FLASH, "strategies": {SFT_KEY: "megatron"}}
+    # The engine is what the section instantiates (the probe reads `strategy`, else its _target_'s default): an SFT on
+    # engine=megatron has no engine.strategy in its composed config, and McoreEngineConfig says megatron.
+    facts = {"attention": {SFT_KEY: None}, "flash_attn_error": NO_FLASH, "engines": {"engine": "megatron"}}
     assert checks.attention("sft", facts, "the head") is None  # Megatron's attention is its own
-    for strategy in ("fsdp", "fsdp2", None, "${actor_rollout_ref.actor.strategy}"):
-        facts["strategies"] = {SFT_KEY: strategy}
+    for strategy in ("fsdp", "fsdp2", None):
+        facts["engines"] = {"engine": strategy}
         assert checks.attention("sft", facts, "the head"), strategy
     ppo = {"attention": {checks._ACTOR: "sdpa", checks._CRITIC: "sdpa"}, "valuehead_flash": True,
-           "flash_attn_error": NO_FLASH, "strategies": {checks._ACTOR: "fsdp", checks._CRITIC: "megatron"}}
+           "flash_attn_error": NO_FLASH, "engines": {"actor_rollout_ref.actor": "fsdp", "critic": "megatron"}}
     assert checks.attention("ppo", ppo, "the head") is None
-    assert checks.request("ppo")["strategy_keys"] == {checks._ACTOR: "actor_rollout_ref.actor.strategy",
-                                                      checks._CRITIC: "critic.strategy"}
+    assert checks.request("ppo")["engines"] == ["actor_rollout_ref.actor", "critic"]
+    assert checks.request("sft")["engines"] == ["engine"]
 
 
 def item(key, kind="missing", **more):
@@ -80,12 +82,14 @@ def item(key, kind="missing", **more):
 
 REFUSED = {"verl_version": "0.9.1", "refused": [
     item("critic.model.fsdp_config.param_offload", same_setting=["critic.fsdp.param_offload"]),
-    item("trainer.use_legacy_worker_impl", same_setting=[], close=[]),
+    item("trainer.use_legacy_worker_impl", same_setting=[], close=[], component="trainer", component_here=True),
     item("trainer.save_frq", same_setting=[], close=["trainer.save_freq"]),
     item("model.override_config.attn", same_setting=[], open_parent=True),
     item("x.lr", same_setting=["a.lr", "b.lr", "c.lr", "d.lr"]),
     item("trainer.save_freq", kind="exists"),
-    item("engine", kind="error", error="Could not find 'engine/nope' | Available options in 'engine': | fsdp")]}
+    item("engine", kind="error", error="Could not find 'engine/nope' | Available options in 'engine': | fsdp"),
+    item("actor_rollout_ref.fsdp_config.grad_offload", same_setting=[], component="actor_rollout_ref.fsdp_config",
+         component_here=False)]}
 
 
 def test_each_refused_override_is_one_line_saying_what_verl_has_instead():
@@ -93,7 +97,8 @@ def test_each_refused_override_is_one_line_saying_what_verl_has_instead():
     assert lines[0] == ("override critic.model.fsdp_config.param_offload: not in verl 0.9.1's config, which has the "
                         "same setting at critic.fsdp.param_offload: set that instead")
     assert lines[1] == ("override trainer.use_legacy_worker_impl: not in verl 0.9.1's config, nor any setting named "
-                        "use_legacy_worker_impl: remove it (a + would add it whether verl 0.9.1 reads it or not)")
+                        "use_legacy_worker_impl in trainer: remove it (a + would add it whether verl 0.9.1 reads it or "
+                        "not)")
     assert lines[2].endswith("which has trainer.save_freq (misspelt?)")
     # Only an empty mapping of verl's own is told to take the key with +.
     assert lines[3].endswith("where model.override_config is an empty mapping: to add the key there, write it "
@@ -101,6 +106,10 @@ def test_each_refused_override_is_one_line_saying_what_verl_has_instead():
     assert "at a.lr, b.lr, c.lr and 1 more: set the one meant instead" in lines[4]
     assert lines[5] == "override +trainer.save_freq: verl 0.9.1's config has trainer.save_freq already: set it without the +"
     assert lines[6].startswith("override engine: verl 0.9.1 refuses it: Could not find 'engine/nope'")
+    # A component this config lacks is said so, with what was looked for elsewhere (the component moved whole).
+    assert lines[7] == ("override actor_rollout_ref.fsdp_config.grad_offload: not in verl 0.9.1's config, which has "
+                        "no actor_rollout_ref.fsdp_config, nor a fsdp_config.grad_offload elsewhere: remove it (a + "
+                        "would add it whether verl 0.9.1 reads it or not)")
     # Hydra's hint to append a key is never given for one that moved or that verl does not have.
     assert not any("+critic" in line or "+trainer.use_legacy" in line or "\n" in line for line in lines)
 
@@ -127,5 +136,121 @@ def test_one_message_names_every_problem_on_one_line():
     assert checks.verdict("s-1", "the head", [None, "override a.b: gone"]) == (
         "s-1: the preflight on the head: override a.b: gone (nothing submitted)")
     message = checks.verdict("s-1", "worker 10.0.0.11", [*checks.refused(REFUSED), None, "verl says no"])
-    assert message.startswith("s-1: the preflight on worker 10.0.0.11 found 8 problems (nothing submitted): (1) override ")
-    assert "; (8) verl says no" in message and "\n" not in message
+    assert message.startswith("s-1: the preflight on worker 10.0.0.11 found 9 problems (nothing submitted): (1) override ")
+    assert "; (9) verl says no" in message and "\n" not in message
+
+
+# Issue 39: the batch splits verl asserts only once its workers are placed, judged before submission.
+def sft_facts(strategy="fsdp", **values):
+    base = {"trainer.nnodes": 1, "trainer.n_gpus_per_node": 6, "data.train_batch_size": 8,
+            "data.use_dynamic_bsz": True, "data.micro_batch_size_per_gpu": 4,
+            "engine.ulysses_sequence_parallel_size": 1}
+    return {"verl_version": "0.9.1", "engines": {"engine": strategy}, "values": {**base, **values}}
+
+
+def test_the_labs_sft_on_6_ranks_with_a_batch_of_8_is_refused_naming_the_keys_and_values():
+    [line] = checks.batches("sft", sft_facts())
+    assert line.startswith("data.train_batch_size=8 does not split evenly over the 6 data-parallel rank(s) "
+                           "(trainer.nnodes=1 x trainer.n_gpus_per_node=6): verl's sft_trainer_ray ")
+    assert "(AssertionError: 8 % 6 != 0); make it a multiple of 6" in line and "\n" not in line
+    assert checks.batches("sft", sft_facts(**{"data.train_batch_size": 12})) == []
+    assert checks.batches("sft", sft_facts(**{"trainer.n_gpus_per_node": 4})) == []  # 8 over 4
+
+
+def test_an_sft_batch_is_split_over_data_parallel_ranks_and_then_micro_batches():
+    # Ulysses' sequence parallel of 2 leaves 3 data-parallel ranks of 6: 8 does not split, 12 does.
+    [line] = checks.batches("sft", sft_facts(**{"engine.ulysses_sequence_parallel_size": 2}))
+    assert "over the 3 data-parallel rank(s) (trainer.nnodes=1 x trainer.n_gpus_per_node=6 over " \
+           "engine.ulysses_sequence_parallel_size=2)" in line and "8 % 3 != 0" in line
+    # 12 over 6 ranks is 2 a rank: micro-batches of 4 do not fit, unless verl batches by tokens (dynamic bsz).
+    fixed = sft_facts(**{"data.train_batch_size": 12, "data.use_dynamic_bsz": False})
+    [line] = checks.batches("sft", fixed)
+    assert line.startswith("data.train_batch_size=12 over the 6 data-parallel rank(s) (trainer.nnodes=1 x "
+                           "trainer.n_gpus_per_node=6) is 2 a rank, not a multiple of data.micro_batch_size_per_gpu=4 "
+                           "(data.use_dynamic_bsz=False)")
+    assert checks.batches("sft", sft_facts(**{"data.train_batch_size": 48, "data.use_dynamic_bsz": False})) == []
+    # A sequence parallel that does not divide the world is said as such.
+    [line] = checks.batches("sft", sft_facts(**{"engine.ulysses_sequence_parallel_size": 4}))
+    assert line.startswith("engine.ulysses_sequence_parallel_size=4 makes a model replica 4 ranks, which does not "
+                           "divide the 6 ranks verl places (trainer.nnodes=1 x trainer.n_gpus_per_node=6)")
+
+
+def test_a_megatron_sft_counts_its_data_parallel_ranks_as_megatron_does():
+    megatron = {"engine.tensor_model_parallel_size": 2, "engine.pipeline_model_parallel_size": 1,
+                "engine.context_parallel_size": 1, "engine.ulysses_sequence_parallel_size": None}
+    [line] = checks.batches("sft", sft_facts("megatron", **megatron))  # 6 / 2 = 3 ranks: 8 does not split
+    assert "3 data-parallel rank(s) (trainer.nnodes=1 x trainer.n_gpus_per_node=6 over " \
+           "engine.tensor_model_parallel_size=2)" in line
+    [line] = checks.batches("sft", sft_facts("megatron", **{**megatron, "engine.pipeline_model_parallel_size": 2}))
+    assert line.startswith("engine.tensor_model_parallel_size=2 x engine.pipeline_model_parallel_size=2 makes a "
+                           "model replica 4 ranks, which does not divide the 6 ranks")
+    # Dynamic context parallel gives one data-parallel rank whatever the world: nothing to split.
+    assert checks.batches("sft", sft_facts("megatron", **{**megatron, "engine.dynamic_context_parallel": True})) == []
+
+
+def test_what_the_rules_do_not_know_is_not_judged():
+    assert checks.batches("sft", sft_facts("veomni")) == []  # an engine of its own rules
+    assert checks.batches("sft", {**sft_facts(), "verl_version": "0.10.0"}) == []  # rules read from 0.9's code
+    assert checks.batches("sft", {**sft_facts(), "verl_version": None}) == []
+    assert checks.batches("sft", sft_facts(**{"data.train_batch_size": "${x}"})) == []
+    assert checks.batches("sft", sft_facts(**{"trainer.n_gpus_per_node": 0})) == []
+    assert checks.batches("sft", sft_facts(**{"engine.ulysses_sequence_parallel_size": True})) == []
+    assert checks.batches("sft", {"verl_version": "0.9.1"}) == [] and checks.batches("sft", {}) == []
+
+
+def rl_facts(workload="grpo", **values):
+    base = {"trainer.nnodes": 1, "trainer.n_gpus_per_node": 4, "trainer.use_v1": True,
+            "trainer.v1.trainer_mode": "sync", "data.train_batch_size": 8, "actor_rollout_ref.rollout.n": 5,
+            "actor_rollout_ref.actor.ppo_mini_batch_size": 8, "actor_rollout_ref.actor.use_dynamic_bsz": False,
+            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": 2,
+            "actor_rollout_ref.actor.ulysses_sequence_parallel_size": 1,
+            "actor_rollout_ref.actor.fsdp_config.ulysses_sequence_parallel_size": 1,
+            "actor_rollout_ref.rollout.tensor_model_parallel_size": 2,
+            "actor_rollout_ref.rollout.data_parallel_size": 1,
+            "actor_rollout_ref.rollout.pipeline_model_parallel_size": 1,
+            "critic.ppo_mini_batch_size": 8, "critic.ulysses_sequence_parallel_size": 1,
+            "critic.fsdp.ulysses_sequence_parallel_size": 1}
+    engines = {"actor_rollout_ref.actor": "fsdp", "critic": "fsdp"}
+    return {"verl_version": "0.9.1", "engines": engines, "values": {**base, **values}}
+
+
+def test_rl_mini_batches_times_rollout_n_must_split_over_the_actors_and_the_critics_ranks():
+    assert checks.batches("ppo", rl_facts("ppo")) == []  # 8 x 5 = 40 rows over 4 ranks: 10 a rank, micro-batches of 2
+    six = {"trainer.n_gpus_per_node": 6}
+    actor, critic = checks.batches("ppo", rl_facts("ppo", **six))  # 40 over 6
+    assert actor.startswith("actor_rollout_ref.actor.ppo_mini_batch_size=8 x actor_rollout_ref.rollout.n=5 = 40 rows "
+                            "a mini-batch, which do not split evenly over the actor's 6 data-parallel rank(s) "
+                            "(trainer.nnodes=1 x trainer.n_gpus_per_node=6)")
+    assert critic.startswith("critic.ppo_mini_batch_size=8 x actor_rollout_ref.rollout.n=5 = 40 rows a mini-batch")
+    assert len(checks.batches("grpo", rl_facts(**six))) == 1  # GRPO has no critic
+    # The deprecated actor-level sequence parallel wins over the engine's when > 1 (verl copies it there).
+    [line] = checks.batches("grpo", rl_facts(**{"actor_rollout_ref.actor.ulysses_sequence_parallel_size": 4,
+                                                "trainer.n_gpus_per_node": 8, "actor_rollout_ref.rollout.n": 1,
+                                                "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": 1,
+                                                "actor_rollout_ref.actor.ppo_mini_batch_size": 3}))
+    assert "over the actor's 2 data-parallel rank(s) (trainer.nnodes=1 x trainer.n_gpus_per_node=8 over " \
+           "actor_rollout_ref.actor.ulysses_sequence_parallel_size=4)" in line
+
+
+def test_an_actors_share_of_a_mini_batch_must_hold_whole_micro_batches_unless_batched_by_tokens():
+    odd = {"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": 4}  # 40 over 4 ranks is 10 a rank
+    [line] = checks.batches("grpo", rl_facts(**odd))
+    assert line.endswith("is 10 a rank, not a multiple of actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4 "
+                         "(actor_rollout_ref.actor.use_dynamic_bsz=False): verl's engine splits each rank's share "
+                         "into micro-batches of that size once its workers are placed")
+    assert checks.batches("grpo", rl_facts(**odd, **{"actor_rollout_ref.actor.use_dynamic_bsz": True})) == []
+
+
+def test_rollout_replicas_and_the_sync_step_are_checked_and_only_for_verls_v1_trainer():
+    [line] = checks.batches("grpo", rl_facts(**{"actor_rollout_ref.rollout.tensor_model_parallel_size": 3}))
+    assert line.startswith("actor_rollout_ref.rollout.tensor_model_parallel_size=3 x "
+                           "actor_rollout_ref.rollout.data_parallel_size=1 x "
+                           "actor_rollout_ref.rollout.pipeline_model_parallel_size=1 makes a rollout replica 3 ranks, "
+                           "which does not divide the 4 ranks verl places")
+    sync = {"trainer.v1.trainer_mode": "separate_async", "trainer.v1.separate_async.parameter_sync_step": 3}
+    [line] = checks.batches("grpo", rl_facts(**sync))
+    assert line.startswith("data.train_batch_size=8 is not a multiple of "
+                           "trainer.v1.separate_async.parameter_sync_step=3: ")
+    assert checks.batches("grpo", rl_facts(**{"trainer.v1.separate_async.parameter_sync_step": 3})) == []  # not its mode
+    legacy = rl_facts(**{"trainer.use_v1": False, "trainer.n_gpus_per_node": 6})
+    assert checks.batches("grpo", legacy) == []  # main_ppo_v0: other code, not judged by these rules
