@@ -170,9 +170,9 @@ def same_setting(tree, key):
     node = lookup(tree, ".".join(own))
     if isinstance(node, dict):
         found = [(*own, *path) for path in _paths(node) if path[-1] == want[-1]]
-    else:
+    else:  # a key that is its own component (`lr`) has nothing of it to find elsewhere
         tail = want[len(own) - 1:]
-        found = [path for path in _paths(tree) if path[-len(tail):] == tail]
+        found = [path for path in _paths(tree) if path[-len(tail):] == tail] if len(tail) > 1 else []
     scored = {".".join(path): (_shared(path, want, -1), _shared(path, want, 1)) for path in found if path != want}
     best = max(scored.values(), default=None)
     return sorted(path for path, score in scored.items() if score == best)

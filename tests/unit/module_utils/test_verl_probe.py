@@ -70,6 +70,7 @@ def test_a_setting_that_moved_is_found_only_in_its_own_component_by_the_longest_
     assert verl_probe.same_setting(TREE, "actor_rollout_ref.fsdp_config.param_offload") == [
         "actor_rollout_ref.actor.fsdp_config.param_offload", "actor_rollout_ref.ref.fsdp_config.param_offload"]
     assert verl_probe.same_setting(TREE, "algorithm.lr") == []  # critic.optim.lr is another component's
+    assert verl_probe.same_setting(TREE, "lr") == []
     assert verl_probe.same_setting(TREE, "trainer.use_legacy_worker_impl") == []
 
 
