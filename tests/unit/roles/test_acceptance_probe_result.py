@@ -1,7 +1,8 @@
 """roles/code_snapshot/files/acceptance_probe.py's result writer: the measuring job runs as Ray's user (root on the
-lab) and writes into its record's checkpoints/, which every user may write (1777: the sticky bit keeps them from renaming the job's files, not from planting new names). A symlink or a folder
-someone else planted there must never be written through. The writer is standard library only (the probe imports Ray
-and torch lazily), so these run in the project's venv."""
+lab) and writes into its record's checkpoints/, which every user may write (1777: the sticky bit keeps them from
+renaming the job's files, not from planting new names). A symlink or a folder someone else planted there must never
+be written through. The writer is standard library only (the probe imports Ray and torch lazily), so these run in the
+project's venv."""
 
 import json
 import os
