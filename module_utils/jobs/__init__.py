@@ -23,6 +23,8 @@ verl/ and jobspec/ (tests/unit/module_utils/test_layers.py holds every package t
   watch.py      one pass over every open record (watch.yml): what a follower would do, for every job
   evidence.py   the final record: logs, cluster snapshots, diagnosis (module_utils/verl/diagnosis.py)
   blame.py      which node a failed or hung attempt's evidence points at (status.json's blame), or none
+  around.py     a retry goes around the workers its failed attempt blames: cordoned and held by Ray first, and
+                submitted only when enough healthy workers remain
   worker_logs.py  the job's own Ray workers' logs copied into logs/workers/<node_ip>/ (bounded, redacted) when its
                 stacks are taken and when it is finalised, so the blame outlives the cluster
   goodput.py    a chain of attempts' wall time: productive, and lost by cause (the first job's goodput)
