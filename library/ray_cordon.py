@@ -40,6 +40,9 @@ options:
     description: Wait up to this many seconds for Ray to hold a worker cordoned now (RV(held)).
     type: float
     default: 0
+  python:
+    description: (action) Python with Ray on the head that runs the module; default C(ray_python).
+    type: str
 extends_documentation_fragment:
   - ray_connection
   - ray_connection.ray_config
