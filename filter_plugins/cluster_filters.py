@@ -90,4 +90,3 @@ def record_lines(chains, note=None):
 class FilterModule:
     def filters(self):
         return {"ray_expected_workers": ray_expected_workers, "ray_status_summary": ray_status_summary}
-

@@ -27,8 +27,6 @@ def ray_store_namespace(head_ip, gcs_port):
     return store.namespace_for(head_ip, gcs_port)
 
 
-
-
 class FilterModule:
     def filters(self):
         return {"ray_store_settings": ray_store_settings, "ray_store_password": ray_store_password,

@@ -233,8 +233,8 @@ def main():
         nodes, ready, missing = read_nodes_until_ready(p["dashboard_url"], p["expected_workers"], p["wait_s"])
         if p["list_jobs"]:
             jobs = [rc.job_summary(j) for j in rc.job_client(p["dashboard_url"], token).list_jobs()]
-            listed = {"jobs": jobs, "busy_node_ips": rc.busy_node_ips(nodes, jobs,
-                                                                   rc.list_alive_actor_nodes(p["dashboard_url"]))}
+            busy = rc.busy_node_ips(nodes, jobs, rc.list_alive_actor_nodes(p["dashboard_url"]))
+            listed = {"jobs": jobs, "busy_node_ips": busy}
         else:
             listed = {}
     except Exception as exc:  # noqa: BLE001 - any failure here means "cannot read the cluster"

@@ -198,8 +198,8 @@ def line(entry, host=None):
     """One line for status.yml and doctor.yml: `198.18.0.12 (lab-worker2): cordoned by retry for job-1 at
     2026-11-26 19:40 UTC: why`; host names the worker when the file does not (a retry's)."""
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(entry["since_ms"] / 1000))
-    who = entry["by"] + (f" {entry['who']}" if entry.get("who") else "") + (f" for {entry['job']}" if entry.get("job")
-                                                                          else "")
+    who = entry["by"] + (f" {entry['who']}" if entry.get("who") else "")
+    who += f" for {entry['job']}" if entry.get("job") else ""
     host = f" ({entry.get('host') or host})" if entry.get("host") or host else ""
     # why is text from the share (anyone root lets write there could have written it): one printable line.
     why = conventions.one_line(entry.get("why"), WHY_MAX) if entry.get("why") else ""

@@ -242,7 +242,6 @@ def collect_job_logs(dashboard_url, node_ids, job_id, tail=200, max_files=8, tim
     return found
 
 
-
 def _log_file(dashboard_url, params, timeout):
     """A streamed GET of the state API's /api/v0/logs/file at the dashboard (Ray's get_log asks the GCS for that
     URL, so it cannot be given the dashboard's), with Ray's own auth headers; raises on any answer but 200."""

@@ -142,4 +142,3 @@ def _around(module, job):
         result["progress"] = conventions.one_line(
             f"{job.sid}: cordoned {named} (blamed) before its next attempt, which may run on {', '.join(free)}", 400)
     return result
-

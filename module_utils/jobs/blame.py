@@ -37,6 +37,7 @@ DEATH_GRACE_MS = 300_000  # Ray marks a node DEAD some health checks after the j
 # A stack dump's folder as status.json's stall names it, relative to the record.
 _DUMP = re.compile(re.escape(stacks.STACKS_DIR) + r"/[0-9A-Za-z_-][0-9A-Za-z._-]{0,63}")
 
+
 def _line(text):
     return conventions.one_line(str(text)[: 4 * EVIDENCE_WIDTH], EVIDENCE_WIDTH)
 

@@ -5,9 +5,9 @@ start), but its state API serves a file's last N lines (/api/v0/logs/file?submis
 driver node's agent from the end). So a look asks for the log's last lines and finds where the record's copy ends in
 them: the last whole lines the record took (at most ANCHOR_LINES lines and ANCHOR characters; only "\n" ends a line,
 as for Ray's log agent), found once and only once (the sidecar PARSED_FILE beside driver.log keeps their digest and
-length, never the text: a log holds secrets until it is redacted). What follows is new: redacted, appended to logs/driver.log and parsed (verl_metrics.fold). The number of
-lines asked for follows what the last look needed and grows eightfold until the anchor shows, so a poll costs about
-the bytes the log gained, whatever its size.
+length, never the text: a log holds secrets until it is redacted). What follows is new: redacted, appended to
+logs/driver.log and parsed (verl/metrics.py's fold). The number of lines asked for follows what the last look needed
+and grows eightfold until the anchor shows, so a poll costs about the bytes the log gained, whatever its size.
 
 When the anchor cannot be placed for sure (the first look, a tail that holds it twice: a log repeating itself, a log
 replaced, a sidecar or driver.log that is not what this module wrote), the log is taken whole, streamed in chunks and

@@ -38,8 +38,8 @@ def snapshot(job, when, nodes=None):
         return nodes
     try:
         # Other jobs' entrypoints may carry their owners' secrets: only this job's is kept.
-        lines = [f"{j['submission_id']}\t{j['status']}\t" + (j["entrypoint"] if j["submission_id"] == job.sid
-                                                              else "(another job's entrypoint not kept)")
+        lines = [f"{j['submission_id']}\t{j['status']}\t"
+                 + (j["entrypoint"] if j["submission_id"] == job.sid else "(another job's entrypoint not kept)")
                  for j in job.client.jobs()]
     except Exception as exc:  # noqa: BLE001
         lines = [f"job list unavailable: {exc}"]

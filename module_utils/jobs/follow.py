@@ -11,6 +11,8 @@ from ansible.module_utils.jobs.job import Failed
 # Lines of the driver log that action=logs returns, out of at most its last LOG_TAIL_BYTES.
 LOG_TAIL_LINES = 100
 LOG_TAIL_BYTES = 1 << 20
+
+
 def follow(module, job):
     """action=wait: follow the job for up to poll_s seconds, a cheap step (Ray's state, the job's timeouts) each
     second and a whole one (progress, hang) at the end, as the watcher takes it (step.py)."""

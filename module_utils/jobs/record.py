@@ -38,8 +38,6 @@ PREFLIGHT_CAP = 64 << 10
 PREFLIGHT_TEXT_CAP = 1024
 
 
-
-
 def create_exclusive(output_dir):
     """Create the job directory; False if it already exists (then nothing is touched).
 

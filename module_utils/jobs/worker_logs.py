@@ -106,8 +106,8 @@ def _copy(job, why, node_ids, job_id, nodes):
         node = table.get(node_id)
         ip = folder_ip(node.get("node_ip")) if node else None
         if node is None or ip is None:
-            notes.append(f"node {shown}: skipped, " + ("not in Ray's node table" if node is None
-                                                        else "its IP from Ray is not an address"))
+            why = "not in Ray's node table" if node is None else "its IP from Ray is not an address"
+            notes.append(f"node {shown}: skipped, {why}")
             continue
         host = hosts.setdefault(ip, {"nodes": [], "skipped": [], "copied": [], "names": 0})
         host["nodes"].append(shown)

@@ -118,22 +118,24 @@ SPEC_FIELDS = (
               default="report", choices=conventions.STALL_CHOICES),
     )),
     Field("retries", "object", "Resubmit a job that failed for an infrastructure reason as a linked attempt "
-          "(<submission_id>-r1, -r2, ...) that resumes from the newest whole checkpoint (verl workloads).", fields=(
-        Field("max", "int", "Attempts after the first; 0: never retried.", default=0, minimum=0),
-        Field("on", "list", "Failure kinds (the record's diagnosis) that are retried.",
-              default=["node_died", "head_restarted", "nccl_gloo"], item=Field("", "str", choices=RETRYABLE)),
-        Field("cordon", "bool", "Before the next attempt, cordon the workers the failed one's blame names (as "
-              "cordon.yml does), so it runs on the healthy ones; too few left for resources: not retried.",
-              default=True),
-    )),
+          "(<submission_id>-r1, -r2, ...) that resumes from the newest whole checkpoint (verl workloads).",
+          fields=(
+              Field("max", "int", "Attempts after the first; 0: never retried.", default=0, minimum=0),
+              Field("on", "list", "Failure kinds (the record's diagnosis) that are retried.",
+                    default=["node_died", "head_restarted", "nccl_gloo"], item=Field("", "str", choices=RETRYABLE)),
+              Field("cordon", "bool", "Before the next attempt, cordon the workers the failed one's blame names (as "
+                    "cordon.yml does), so it runs on the healthy ones; too few left for resources: not retried.",
+                    default=True),
+          )),
     Field("debug", "object", "Ray's debugger (debugpy) for the job's tasks and actors: it listens on the node's "
-          "cluster address, never 0.0.0.0; attach with VS Code's Ray Distributed Debugger.", fields=(
-        Field("breakpoints", "bool", "breakpoint() in a task or actor waits for a debugger (RAY_DEBUG=1). Off: "
-              "RAY_DEBUG=0, so a breakpoint() left in code never holds a job.", default=False),
-        Field("post_mortem", "bool", "A task or actor that raises waits for a debugger instead of failing "
-              "(RAY_DEBUG_POST_MORTEM=1): the job runs on until it is stopped or reaches max_run_s.",
-              default=False),
-    )),
+          "cluster address, never 0.0.0.0; attach with VS Code's Ray Distributed Debugger.",
+          fields=(
+              Field("breakpoints", "bool", "breakpoint() in a task or actor waits for a debugger (RAY_DEBUG=1). Off: "
+                    "RAY_DEBUG=0, so a breakpoint() left in code never holds a job.", default=False),
+              Field("post_mortem", "bool", "A task or actor that raises waits for a debugger instead of failing "
+                    "(RAY_DEBUG_POST_MORTEM=1): the job runs on until it is stopped or reaches max_run_s.",
+                    default=False),
+          )),
     Field("resume_from", "str", "Submission id of an earlier job (of the same spec) whose newest whole checkpoint, "
           "over its record and its attempts', this job resumes from; set by retries and job.yml do=resume.",
           pattern=conventions.ID_RULE, nullable=True),

@@ -341,4 +341,3 @@ def diff_state(old, new):
     if old.get("token_digest") != new.get("token_digest"):
         changes.append("token")
     return changes
-

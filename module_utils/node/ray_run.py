@@ -202,4 +202,3 @@ def run(module):
                          **result)
     ctl.write_state(p["state_file"], want)
     module.exit_json(changed=True, **result)
-

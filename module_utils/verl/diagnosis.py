@@ -71,7 +71,6 @@ SIGNATURES = tuple(Signature(*row) for row in (
 ))
 
 
-
 class _Parts:
     """A pattern `A.*B.*C` as its parts, each searched once from where the one before ended: the same lines match,
     in linear time (a regex `A.*B` tries `.*` from every A: quadratic on a line of many As and no B)."""
