@@ -101,7 +101,8 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
         _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC, required_if=options.required_if(),
-                                              required_together=[("suite", "entry")], mutually_exclusive=[("suite", "spec")])
+                                              required_together=[("suite", "entry")],
+                                              mutually_exclusive=[("suite", "spec")])
         connection, python = ray_action.connection(self._templar, args, address="ray_config")
         try:
             connection["ray_config"] = self._with_site_secret_names(connection["ray_config"])
@@ -308,7 +309,8 @@ class ActionModule(ActionBase):
                                              extra)
         if not extra or not isinstance(ray_config, dict):
             return ray_config
-        return {**ray_config, "secret_env_names": list(redaction.secret_names(ray_config.get("secret_env_names"), extra))}
+        names = redaction.secret_names(ray_config.get("secret_env_names"), extra)
+        return {**ray_config, "secret_env_names": list(names)}
 
     def _show(self, line):
         # Every line shown carries job text (steps, stack summaries, messages): no terminal escape gets through.

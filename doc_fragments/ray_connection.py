@@ -25,7 +25,8 @@ options:
 options:
   ray_config:
     description:
-      - The cluster's RayConfig (inventory C(ray_config)), with address, dashboard_url, shared_root and entrypoint resources.
+      - The cluster's RayConfig (inventory C(ray_config)), with address, dashboard_url, shared_root and entrypoint
+        resources.
       - The ray_job action fills it from the inventory's C(ray_config) when the task does not set it.
     type: dict
     required: true

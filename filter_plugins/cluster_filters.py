@@ -13,8 +13,8 @@ def ray_expected_workers(worker_hosts, hostvars):
     """What the readiness gate must see for each worker that got through the worker play (roles/ray_worker).
 
     Read from the worker's ray_node results: its start (ray_worker_node) when it ran, else its check
-    (ray_worker_plan); on a one-box site, the head's (ray_head_node). A worker that failed earlier in the run (unreachable, bad mount) has no result that
-    passed; it already fails the run, so the gate does not wait for it.
+    (ray_worker_plan); on a one-box site, the head's (ray_head_node). A worker that failed earlier in the run
+    (unreachable, bad mount) has no result that passed; it already fails the run, so the gate does not wait for it.
     """
     expected = []
     for host in worker_hosts:

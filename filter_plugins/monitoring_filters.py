@@ -57,8 +57,8 @@ def ray_prometheus_caught_up(answer, ray_nodes):
     rewrites its discovery file every 5 s; Prometheus reads it as often)."""
     if not isinstance(answer, dict):
         return False
-    _, problems = doctor.prometheus_check({"url": "", "host": "", "sd_file": "", "answer": {"status": 200, "json": answer}},
-                                          ray_nodes or [], {})
+    check = {"url": "", "host": "", "sd_file": "", "answer": {"status": 200, "json": answer}}
+    _, problems = doctor.prometheus_check(check, ray_nodes or [], {})
     return not problems
 
 

@@ -67,7 +67,8 @@ def ray_status(sid):
     """What Ray's job API says of the job (read here, so no poll of ours finalises it meanwhile)."""
     with open(lab.TOKEN_FILE, encoding="utf-8") as handle:
         token = handle.read().strip()
-    request = urllib.request.Request(f"{lab.DASHBOARD_URL}/api/jobs/{sid}", headers={"Authorization": f"Bearer {token}"})
+    request = urllib.request.Request(f"{lab.DASHBOARD_URL}/api/jobs/{sid}",
+                                     headers={"Authorization": f"Bearer {token}"})
     with urllib.request.urlopen(request, timeout=30) as response:
         return json.load(response)["status"]
 

@@ -106,7 +106,8 @@ def verl_rows(client, runs):
     for _ in range(runs):
         rows["smoke"].append(submit("smoke", "-e", "spec=smoke"))
         rows["sft, verdict kept"].append(submit("kept", "-e", "spec=sft"))
-        rows["sft, new verdict"].append(submit("new", "-e", "spec=sft", "-e", f"experiment_name=x{uuid.uuid4().hex[:8]}"))
+        rows["sft, new verdict"].append(submit("new", "-e", "spec=sft",
+                                               "-e", f"experiment_name=x{uuid.uuid4().hex[:8]}"))
     floor = statistics.median(rows["smoke"])
     print(f"{'submit.yml without wait':24} {'median (s)':>11} {'x smoke':>8}   runs={runs}")
     for name, values in rows.items():

@@ -4,7 +4,8 @@ The state file records every host the lab made (names, IPs, the PID + kernel sta
 ``unshare``); ``load_state``/``save_state`` read and write it, under ``lock_lab`` so concurrent
 up/down runs take turns. ``render_inventory`` is inventory/lab/hosts.yml, which Ansible, molecule and
 the tests read: the groups ray_head, ray_workers and ray_store (lab-store; not part of ray_cluster,
-which inventory/lab/cluster.yml makes of the other two). ``write_if_changed`` is the one atomic write, leaving an unchanged file alone.
+which inventory/lab/cluster.yml makes of the other two). ``write_if_changed`` is the one atomic write, leaving an
+unchanged file alone.
 """
 
 from __future__ import annotations

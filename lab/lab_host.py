@@ -292,7 +292,8 @@ def start_host(host: Host, authorized_keys: Path) -> None:
         kind = run(["stat", "-f", "-c", "%T", str(LAB_DIR)], check=False).stdout.strip() or "unknown"
         raise LabError(f"{host.name}: cannot mount its overlays of {', '.join(p for p, _ in layers)} with their layers "
                        f"in {LAB_DIR} (a {kind} filesystem): {one_line(tried.stderr) or 'no reason given'}; "
-                       "put the repository on a filesystem overlayfs accepts as an upper layer (ext4, xfs with ftype=1)")
+                       "put the repository on a filesystem overlayfs accepts as an upper layer "
+                       "(ext4, xfs with ftype=1)")
 
     add_host_netns(host)
 

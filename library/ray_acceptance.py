@@ -8,8 +8,9 @@ short_description: Judge a site acceptance run and write result.json, table.txt 
 description:
   - Reads the measuring job's result (C(checkpoints/acceptance/acceptance.json) in its record, written by
     C(acceptance_probe) on a worker; at most 4 MiB, never through a symlink, read as data and checked field by field,
-    every number finite and bounded) and the status of the measuring and SFT jobs' records, and judges every node against the others
-    (module_utils/regression/acceptance.py; docs/acceptance.md); a node under O(threshold) of a median fails, named.
+    every number finite and bounded) and the status of the measuring and SFT jobs' records, and judges every node
+    against the others (module_utils/regression/acceptance.py; docs/acceptance.md); a node under O(threshold) of a
+    median fails, named.
   - Writes C(<shared_root>/acceptance/<run_id>/) with C(result.json) (the verdict and the raw measurement),
     C(table.txt) (the per-node table) and C(junit.xml) (one testcase per check), and returns the table.
 options:

@@ -238,7 +238,8 @@ def main():
         else:
             listed = {}
     except Exception as exc:  # noqa: BLE001 - any failure here means "cannot read the cluster"
-        module.fail_json(msg="cannot read the Ray cluster at {}: {}".format(p["dashboard_url"], (str(exc).splitlines() or [type(exc).__name__])[0]),
+        first = (str(exc).splitlines() or [type(exc).__name__])[0]
+        module.fail_json(msg="cannot read the Ray cluster at {}: {}".format(p["dashboard_url"], first),
                          ready=False, missing=["cluster unreachable"], nodes=[], node_lines=[], **records)
     extra = {"prometheus_targets": prometheus_targets(p["prometheus_url"])} if p["prometheus_url"] and ready else {}
     if p["shared_root"]:
@@ -246,8 +247,8 @@ def main():
             extra["open_records"] = open_index.listed(conventions.paths(p["shared_root"])["jobs"])
         except OSError:  # an index it cannot read is not complete: the reconcile then reads every record
             extra["open_records"] = None
-    module.exit_json(changed=False, **extra, **listed, **records, nodes=nodes, node_lines=rc.describe_nodes(nodes), ready=ready,
-                     missing=missing, ray_version=ray.__version__)
+    module.exit_json(changed=False, **extra, **listed, **records, nodes=nodes, node_lines=rc.describe_nodes(nodes),
+                     ready=ready, missing=missing, ray_version=ray.__version__)
 
 
 if __name__ == "__main__":

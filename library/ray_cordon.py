@@ -8,7 +8,8 @@ short_description: Cordon a Ray worker, uncordon it, or make Ray follow the cord
 description:
   - A cordon is one small file on the shared root, C(<shared_root>/cordons/<ip>.json) (who, when, why). It is the
     truth; Ray is told of it by a detached placement group pinned to the worker that holds its C(worker_node), GPUs
-    and CPUs, so no new job's driver, trainer rank or task lands there. The worker keeps its Ray, and a job running there goes on.
+    and CPUs, so no new job's driver, trainer rank or task lands there. The worker keeps its Ray, and a job running
+    there goes on.
   - A hold asked for while a job still uses the worker waits (PENDING) until the job ends, then takes the worker
     before anything new. The module never stops a job; cordon.yml stops them first with C(-e force=true).
   - O(state=synced) makes Ray hold exactly the cordoned workers (up.yml runs it once the workers are up, so a worker
@@ -129,7 +130,8 @@ def resolve(host, workers, cordoned=()):
 def busy_jobs(client_jobs, actors, node_id):
     """Submission ids of the running jobs with their driver or a live actor on node_id."""
     job_ids = {a.get("job_id") for a in actors if a.get("node_id") == node_id and a.get("state") == "ALIVE"}
-    return sorted(j["submission_id"] for j in client_jobs if j["status"] in ("PENDING", "RUNNING") and j["submission_id"]
+    return sorted(j["submission_id"] for j in client_jobs
+                  if j["status"] in ("PENDING", "RUNNING") and j["submission_id"]
                   and (j.get("driver_node_id") == node_id or j.get("job_id") in job_ids))
 
 
@@ -175,7 +177,8 @@ def run(module):
         result["held"] = {**changes["held"], **{ip: "missing" for ip, _ in changes["create"]}}
     result["absent"] = changes["absent"]
     names = {ip: name for name, ip in (p["workers"] or {}).items()}
-    result["lines"] = [cordons.line(e, names.get(ip)) + f" [Ray: {hold_word(result['held'].get(ip), ip in changes['absent'])}]"
+    result["lines"] = [cordons.line(e, names.get(ip))
+                       + f" [Ray: {hold_word(result['held'].get(ip), ip in changes['absent'])}]"
                        for ip, e in sorted(found.items()) if e] + problems
     # A hold without its file (a run gave the worker back while another made it): shown until a sync removes it.
     result["lines"] += [f"{g['name']}: a hold without a cordon file (the next up.yml or cordon.yml removes it)"

@@ -45,7 +45,8 @@ options:
     type: str
     default: ""
   notify:
-    description: The daemon tells systemd when it is ready (a unit of V(Type=notify), as Redis with C(supervised systemd)).
+    description: The daemon tells systemd when it is ready (a unit of V(Type=notify), as Redis with
+      C(supervised systemd)).
     type: bool
     default: false
   requires:
@@ -53,7 +54,8 @@ options:
     type: str
     default: ""
   package:
-    description: Debian's package that brings O(requires), installed (without recommends) only when O(requires) is missing.
+    description: Debian's package that brings O(requires), installed (without recommends) only when O(requires) is
+      missing.
     type: str
     default: ""
   directories:

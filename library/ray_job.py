@@ -104,7 +104,8 @@ options:
     description: The job, for every action but submit (where it overrides the spec's submission_id).
     type: str
   stop_reason:
-    description: For O(action=stop), the reason its record gives; C(SLURM_ALLOCATION_ENDING) is the Slurm batch entry point's.
+    description: For O(action=stop), the reason its record gives; C(SLURM_ALLOCATION_ENDING) is the Slurm batch entry
+      point's.
     type: str
     choices: [STOPPED_BY_USER, SLURM_ALLOCATION_ENDING]
     default: STOPPED_BY_USER
@@ -240,7 +241,8 @@ stacks:
       type: list
       elements: str
     processes:
-      description: The processes asked, each with C(role) (driver or actor), C(name), C(pid), C(node_ip), C(node_id), C(state).
+      description: The processes asked, each with C(role) (driver or actor), C(name), C(pid), C(node_ip), C(node_id),
+        C(state).
       type: list
       elements: dict
 finalized:
@@ -260,7 +262,8 @@ ended:
   returned: when action=watch
   type: dict
 hung:
-  description: (watch) The open jobs found hung, each with C(submission_id), C(summary) (what the stacks show), C(since).
+  description: (watch) The open jobs found hung, each with C(submission_id), C(summary) (what the stacks show),
+    C(since).
   returned: when action=watch
   type: list
   elements: dict

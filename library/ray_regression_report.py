@@ -165,8 +165,8 @@ def main():
         except (OSError, jf.RecordError):  # a link, a FIFO: the entry has no log to show
             log = ""
         metrics = vm.read_metrics(files["metrics"])
-        results.append(rr.entry_result(entry["name"], entry["spec"], sid, status.to_dict() if status else None, log, record,
-                                       metrics=metrics, gates=gates[entry["name"]],
+        results.append(rr.entry_result(entry["name"], entry["spec"], sid, status.to_dict() if status else None, log,
+                                       record, metrics=metrics, gates=gates[entry["name"]],
                                        tensorboard=conventions.tensorboard_link(p["tensorboard_url"], sid)))
     regression_root = conventions.regression_dir(p["shared_root"])
     previous = rr.load_previous(regression_root, p["suite"], p["run_id"])

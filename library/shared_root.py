@@ -76,7 +76,8 @@ mounted:
   returned: always
   type: str
 mark:
-  description: The storage's mark; the same on every node that sees the same storage (empty in check mode before it exists).
+  description: The storage's mark; the same on every node that sees the same storage (empty in check mode before it
+    exists).
   returned: always
   type: str
 actions:

@@ -63,7 +63,8 @@ def entries(path, prefix=""):
     out = []
     for full, rel in found:
         with open(full, "rb") as handle:
-            out.append({"dest": os.path.join(prefix, rel) if prefix else rel, "content_b64": base64.b64encode(handle.read()).decode("ascii"), "mode": "0644"})
+            out.append({"dest": os.path.join(prefix, rel) if prefix else rel,
+                        "content_b64": base64.b64encode(handle.read()).decode("ascii"), "mode": "0644"})
     return out
 
 

@@ -40,7 +40,8 @@ def measure_overrides(shared_root, submission_id, python, payload_bytes=None, wa
             args += [flag, str(number)]
     if (warmup in (None, "")) != (timed in (None, "")):
         raise JobSpecError("acceptance_warmup", "must be given together with acceptance_timed", None)
-    # python is the site's ray_config.python, a command prefix (it may be "uv run python"), as rendered entrypoints use it.
+    # python is the site's ray_config.python, a command prefix (it may be "uv run python"), as rendered entrypoints
+    # use it.
     return {"submission_id": submission_id, "code_path": conventions.acceptance_code_dir(shared_root),
             "entrypoint": f"{python} {shlex.join(args)}"}
 

@@ -220,7 +220,8 @@ def load_suite(name, suites_dir):
         raise SuiteError(f"suite: a suite name is {conventions.NAME_RULE[1]}")
     path = os.path.join(suites_dir, f"{name}.yaml")
     if not os.path.isfile(path):
-        have = sorted(f[:-5] for f in os.listdir(suites_dir) if f.endswith(".yaml")) if os.path.isdir(suites_dir) else []
+        listed = os.listdir(suites_dir) if os.path.isdir(suites_dir) else []
+        have = sorted(f[:-5] for f in listed if f.endswith(".yaml"))
         raise SuiteError(f"suite {name!r}: no {path} (suites: {', '.join(have) or 'none'})")
     try:
         data = safe_yaml.load_file(path)  # the spec files' limits: aliases, depth, duplicate keys, numbers
@@ -283,7 +284,8 @@ def _check_entry_keys(entry, where):
                              "spec, and may have overrides and gates)")
     missing = [key for key in ("name", "spec") if key not in entry]
     if missing:
-        raise SuiteError(f"{where}: needs name and spec (and optional overrides and gates): no {' and no '.join(missing)}")
+        raise SuiteError(f"{where}: needs name and spec (and optional overrides and gates): "
+                         f"no {' and no '.join(missing)}")
 
 
 def shown_entries(entries, secret_names):

@@ -52,7 +52,8 @@ def field_table() -> str:
     rows = ["| field | value | default | meaning |", "|---|---|---|---|"]
     for path, f in model.walk(SPEC_FIELDS):
         value = ("a mapping of the fields below" if f.kind == "object"
-                 else f"a mapping, each name {f.pattern[1]}, each value {model.expect(f.item)}" if f.kind == "map" and f.pattern
+                 else f"a mapping, each name {f.pattern[1]}, each value {model.expect(f.item)}"
+                 if f.kind == "map" and f.pattern
                  else model.expect(f))
         rows.append(f"| `{path}` | {_cell(value)} | {_default(f)} | {_cell(f.doc)} |")
     return "\n".join(rows) + "\n"

@@ -87,7 +87,8 @@ def secret_names_in(value, redaction):
         except ValueError:
             names += [f"{key}.{n}" if key else n for n in _LOOSE_KEY.findall(value, match.end())]
     secret = [n for n in names if redaction.is_secret_name(n.split(".")[-1])]
-    return list(dict.fromkeys(n if re.fullmatch(r"[A-Za-z_][\w.]*", n, re.ASCII) else "one of its keys" for n in secret))
+    return list(dict.fromkeys(n if re.fullmatch(r"[A-Za-z_][\w.]*", n, re.ASCII) else "one of its keys"
+                              for n in secret))
 
 
 def _json_names(node, path):

@@ -64,7 +64,8 @@ def path(shared_root, ip):
 
 def make(ip, *, by, host=None, who=None, why=None, job=None, now_ms=None):
     """A checked cordon (the file's dict): why is cut to one printable line."""
-    entry = {"node_ip": node_ip(ip), "host": host, "since_ms": int(now_ms if now_ms is not None else time.time() * 1000),
+    since_ms = int(now_ms if now_ms is not None else time.time() * 1000)
+    entry = {"node_ip": node_ip(ip), "host": host, "since_ms": since_ms,
              "by": by, "who": who, "why": conventions.one_line(why, WHY_MAX) if why else None, "job": job}
     return check(entry, "cordon")
 

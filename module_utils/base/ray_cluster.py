@@ -57,7 +57,8 @@ class RefuseRedirects(urllib.request.HTTPRedirectHandler):
     and send the token's Authorization header along, so a redirect is an HTTPError, never followed."""
 
     def redirect_request(self, req, fp, code, msg, headers, newurl):
-        raise urllib.error.HTTPError(req.full_url, code, f"the dashboard redirected ({code}); not followed", headers, fp)
+        raise urllib.error.HTTPError(req.full_url, code, f"the dashboard redirected ({code}); not followed", headers,
+                                     fp)
 
 
 def dashboard_opener():

@@ -50,7 +50,8 @@ def check_settings(p):
         if not os.path.isabs(entry["path"]) or ".." in entry["path"].split("/") or "\n" in entry["path"]:
             raise DaemonError(f"{entry['path']!r} must be an absolute path without '..'")
         if not MODE.fullmatch(str(entry["mode"])):
-            raise DaemonError(f"the mode of {entry['path']} must be octal with its leading 0, such as \"0644\" (quoted)")
+            raise DaemonError(f"the mode of {entry['path']} must be octal with its leading 0, "
+                              "such as \"0644\" (quoted)")
 
 
 def names(p):
@@ -124,7 +125,8 @@ class Plain:
     def running(self):
         if lstat(self.n["pidfile"]) is None:
             return False
-        rc, _, _ = self.run(["start-stop-daemon", "--status", "--pidfile", self.n["pidfile"], "--name", self.n["process"]])
+        rc, _, _ = self.run(["start-stop-daemon", "--status", "--pidfile", self.n["pidfile"],
+                             "--name", self.n["process"]])
         return rc == 0
 
     alive = running

@@ -260,7 +260,8 @@ def persistence_problem(host, port, found):
     if found["persistence_ok"]:
         return None
     why = "appendonly is off" if not found["aof_enabled"] else "its last AOF write or rewrite failed, or it is loading"
-    return f"Redis at {address(host, port)} does not persist Ray's tables: {why} (GCS fault tolerance needs appendonly yes)"
+    return (f"Redis at {address(host, port)} does not persist Ray's tables: {why} "
+            "(GCS fault tolerance needs appendonly yes)")
 
 
 def check(host, port, password, namespace, username="default", timeout=5.0, deadline_s=DEADLINE_S):

@@ -71,7 +71,8 @@ def _rank(row):
     """One processes.json row as plain bounded values, or None when it is not a row."""
     if not isinstance(row, dict):
         return None
-    out = {k: _text(row.get(k)) for k in ("role", "name", "node_ip", "node_id", "stack", "waits", "in", "what", "why", "file")}
+    out = {k: _text(row.get(k))
+           for k in ("role", "name", "node_ip", "node_id", "stack", "waits", "in", "what", "why", "file")}
     out["pid"] = files.bounded_int(row.get("pid"))
     out["profiling_off"] = row.get("profiling_off") is True
     return out
@@ -93,7 +94,8 @@ def read_ranks(job, stall):
 
 def ran_on(nodes, actors, job_id, driver_node_id):
     """{node_id: address} of the nodes Ray's tables show ran this job: its driver's node and each node Ray's actor
-    table places one of its actors on, each address as Ray's node table gives it (a node it does not list counts not)."""
+    table places one of its actors on, each address as Ray's node table gives it (a node it does not list counts
+    not)."""
     ids = {a["node_id"] for a in _rows(actors) if job_id and a.get("job_id") == job_id and _is_id(a.get("node_id"))}
     ids.add(driver_node_id if _is_id(driver_node_id) else None)
     return {n["node_id"]: ip for n in _rows(nodes) if n.get("node_id") in ids and isinstance(n.get("node_id"), str)

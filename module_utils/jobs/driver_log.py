@@ -13,8 +13,8 @@ When the anchor cannot be placed for sure (the first look, a tail that holds it 
 replaced, a sidecar or driver.log that is not what this module wrote), the log is taken whole, streamed in chunks and
 written through a temporary file, so the head's memory stays bounded by a chunk and the longest line. Only whole lines
 are taken while the job runs, and never part of a secret the job knows that spans lines (a secret is never redacted
-in halves); the final look takes the rest. The parse is of the redacted text, since the sidecar keeps it. Without Ray's log
-(the driver's node died, the head forgot the job) the record keeps what it has, never replaced by nothing.
+in halves); the final look takes the rest. The parse is of the redacted text, since the sidecar keeps it. Without Ray's
+log (the driver's node died, the head forgot the job) the record keeps what it has, never replaced by nothing.
 """
 
 import codecs

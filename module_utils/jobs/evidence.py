@@ -128,7 +128,8 @@ def step_text(log, spec):
     parsed = getattr(log, "parsed", None)
     shown = None
     if metrics is not None or (isinstance(spec, dict) and spec.get("workload") in TRAINERS):
-        shown = (metrics and progress.readable(metrics, total)) or progress.readable(progress.from_console(parsed), total)
+        shown = ((metrics and progress.readable(metrics, total))
+                 or progress.readable(progress.from_console(parsed), total))
     if shown is None:
         shown = parsed["last_line"] if parsed is not None else vm.last_step_line(log or "")
     return shown

@@ -1,12 +1,12 @@
 """Which records are open, found without reading every record: <shared_root>/jobs/.open/<id>, an empty file per
 record whose status.json is not final.
 
-A record gets its entry when submit writes it (submit.submit_locked, before its first status.json) and loses it once its status.json is final
-(Record.save_status). Readers (reconcile.open_records: up.yml's reconcile, the watcher, status.yml) list the folder
-and read only those records, so their cost grows with the open jobs, not with years of finished ones; an entry whose
-record turns out final (a run killed between its two writes) is removed by the next reader. A shared root written
-before the index existed has no .open/.complete: the first reader scans every record once, writes the entries of the
-open ones and the mark, and from then on reads the index.
+A record gets its entry when submit writes it (submit.submit_locked, before its first status.json) and loses it once
+its status.json is final (Record.save_status). Readers (reconcile.open_records: up.yml's reconcile, the watcher,
+status.yml) list the folder and read only those records, so their cost grows with the open jobs, not with years of
+finished ones; an entry whose record turns out final (a run killed between its two writes) is removed by the next
+reader. A shared root written before the index existed has no .open/.complete: the first reader scans every record
+once, writes the entries of the open ones and the mark, and from then on reads the index.
 
 The folder is on the share, which is data: nothing is created, listed or removed through a symlink (files.py walks
 from the jobs folder without following one), and only names that are job ids count.

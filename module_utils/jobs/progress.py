@@ -25,8 +25,8 @@ _OPTIONAL = ("first_step", "last_step")
 
 
 def new_state():
-    return {"offset": 0, "bad_lines": 0, "bad_values": 0, "skipping": False, "partial": False, "first_step": None, "last_step": None,
-            "first_loss": None, "last_loss": None, "last": {}, "pace": []}
+    return {"offset": 0, "bad_lines": 0, "bad_values": 0, "skipping": False, "partial": False,
+            "first_step": None, "last_step": None, "first_loss": None, "last_loss": None, "last": {}, "pace": []}
 
 
 def from_console(parsed):

@@ -92,7 +92,8 @@ FIELDS = (
       nullable=False, required=True, choices=tuple(STATES)),
     F("final", "bool", "The job has ended and the record is complete; it is never written over.", nullable=False,
       default=False),
-    F("reason", "str", "Why ray_job or a person ended the job (STOPPED_BY_USER, PENDING_TIMEOUT, HEAD_RESTARTED, ...)."),
+    F("reason", "str", "Why ray_job or a person ended the job (STOPPED_BY_USER, PENDING_TIMEOUT, HEAD_RESTARTED, "
+      "...)."),
     F("spec", "str", "The spec file's name."),
     F("workload", "str", "ppo, grpo, sft, smoke or command."),
     F("record", "str", "The record directory."),

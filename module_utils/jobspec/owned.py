@@ -133,7 +133,8 @@ def _override_problem(field, text):
             return field, _HYDRA, None
         owned = _owned_conflict(target, OWNED_KEYS)
         if owned is not None:
-            rule = f"sets {owned} (or a key above it), which the spec renders from {OWNED_KEYS[owned]}: set that instead"
+            rule = (f"sets {owned} (or a key above it), which the spec renders from {OWNED_KEYS[owned]}: "
+                    "set that instead")
             return field, rule, owned
     if any(not _PLAIN_REFERENCE.match(value, found.start()) for found in re.finditer(r"\$\{", value)):
         return field, _RESOLVER, None

@@ -131,7 +131,8 @@ def compare(facts, head, control, ray_gpus, min_free_gb=5.0, max_skew_s=5.0):
                "this node sees other code than the head: is the shared root really shared?")
         _gpus(row, problems, notes, host, f, ray_gpus.get(f["node_ip"]), host == head)
         unseen = sorted(h for h in all_hosts if f["probes"].get(h) != facts[h]["probe"])
-        _check(row, problems, host, "shared root", not unseen, "sees all" if not unseen else "misses " + ", ".join(unseen),
+        seen = "sees all" if not unseen else "misses " + ", ".join(unseen)
+        _check(row, problems, host, "shared root", not unseen, seen,
                "the probe files those nodes wrote are not visible here: mount the same storage")
         _check(row, problems, host, "free", f["free_gb"] >= min_free_gb, f"{f['free_gb']:.0f} GB",
                f"less than {min_free_gb:g} GB free on the shared root: checkpoints will fail")
@@ -273,7 +274,8 @@ def prometheus_check(prometheus, ray_nodes, names):
 
 def services_check(host, checks):
     """(line, problems) for the head's services, each judged by its own role run in check mode (ray_daemon): a folder
-    it would open is one its user cannot enter now, and a failure names what is wrong. checks: {name: result or None}."""
+    it would open is one its user cannot enter now, and a failure names what is wrong. checks: {name: result or
+    None}."""
     fine, problems = [], []
     for name, result in checks.items():
         if not isinstance(result, dict) or result.get("skipped"):
@@ -285,8 +287,8 @@ def services_check(host, checks):
             problems.append(f"{host}: {name}: its package {result['installed']} is not installed: re-run up.yml "
                             "(it installs it)")
         elif result.get("opened"):
-            problems.append(f"{host}: {name}: its user cannot enter {', '.join(map(str, result['opened']))}, so it cannot "
-                            "read its files: re-run up.yml (it gives those folders search permission)")
+            problems.append(f"{host}: {name}: its user cannot enter {', '.join(map(str, result['opened']))}, "
+                            "so it cannot read its files: re-run up.yml (it gives those folders search permission)")
         else:
             fine.append(name)
     line = f"services: {', '.join(fine)}: their users reach their files" if fine else ""

@@ -33,7 +33,8 @@ def start_command(ray_bin, role, node_ip, gcs_port, head_ip=None, dashboard_host
     argv = [ray_bin, "start", f"--node-ip-address={node_ip}"]
     if role == "head":
         # No work lands on a head of its own: it owns neither CPUs nor GPUs.
-        offers = ([f"--num-cpus={int(num_cpus)}"] if num_cpus is not None else []) + [f"--num-gpus={int(num_gpus or 0)}"]
+        offers = (([f"--num-cpus={int(num_cpus)}"] if num_cpus is not None else [])
+                  + [f"--num-gpus={int(num_gpus or 0)}"])
         argv += ["--head", f"--port={gcs_port}", *(offers if carries_work else ["--num-cpus=0", "--num-gpus=0"]),
                  f"--dashboard-host={dashboard_host or node_ip}",
                  f"--dashboard-port={dashboard_port}",

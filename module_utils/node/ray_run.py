@@ -109,8 +109,9 @@ def run(module):
             if os.path.exists(p["state_file"]):
                 os.unlink(p["state_file"])
             cleared = clear_store(module, "Ray stopped, but its tables stay in the GCS store")
-        module.exit_json(changed=True, action="stop", reason=f"stopping {len(raylets)} raylet(s), {len(drivers)} driver(s)", changes=[], ray_version="",
-                         killed_driver_pids=killed or drivers, store_cleared=cleared)
+        module.exit_json(changed=True, action="stop",
+                         reason=f"stopping {len(raylets)} raylet(s), {len(drivers)} driver(s)", changes=[],
+                         ray_version="", killed_driver_pids=killed or drivers, store_cleared=cleared)
 
     try:
         p["num_gpus"] = node_probe.gpu_count(module.run_command, p["num_gpus"])

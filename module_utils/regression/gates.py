@@ -29,7 +29,8 @@ _KEYS = {"metric", "at", "min", "max", "golden", "tolerance", "abs_tolerance"}
 DEFAULT_TOLERANCE = 0.1
 # A metric name as verl prints one (verl_metrics' key pattern: critic/score/max, val-core/x/reward/mean@1): one line,
 # no markup characters, so it is safe in every report (summary.md, junit.xml) it is named in.
-METRIC_RULE = (r"^(?!\d)[\w/().@-]{1,200}$", "a metric name as verl prints it (letters, digits and _/().@-, at most 200)")
+METRIC_RULE = (r"^(?!\d)[\w/().@-]{1,200}$",
+               "a metric name as verl prints it (letters, digits and _/().@-, at most 200)")
 
 
 class GateError(ValueError):
@@ -153,7 +154,8 @@ def evaluate(gate, rows, stats=None):
         if allowed is None:
             allowed = gate.get("tolerance", DEFAULT_TOLERANCE) * abs(gate["golden"])
         if abs(value - gate["golden"]) > allowed:
-            problems.append(f"off golden {gate['golden']:g} by {abs(value - gate['golden']):.4g} (allowed {allowed:.4g})")
+            problems.append(f"off golden {gate['golden']:g} by {abs(value - gate['golden']):.4g} "
+                            f"(allowed {allowed:.4g})")
     if problems:
         return {**result, "ok": False, "message": f"gate {text}: {gate['metric']} {gate['at']} = {value:.6g}, "
                                                   + ", ".join(problems)}

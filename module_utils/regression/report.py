@@ -196,7 +196,8 @@ def summary_md(report, previous):
     lines = [
         f"# {verdict}: {md(report['suite'])}, {headline}",
         "",
-        f"Run {_code(report['run_id'])}, started {iso_time(report['started_at'])}, wall time {_duration(report['wall_s'])}.",
+        (f"Run {_code(report['run_id'])}, started {iso_time(report['started_at'])}, "
+         f"wall time {_duration(report['wall_s'])}."),
         "",
         "| entry | state | steps | loss first → last | last reward | gates | total s | record | curves |",
         "|---|---|---|---|---|---|---|---|---|",

@@ -4,7 +4,8 @@ verl saves <checkpoint_dir>/global_step_N/ (each sharded state as <kind>_world_s
 step's folder or in its actor/ and critic/ sub-folders) and only then writes N into
 latest_checkpointed_iteration.txt. So a checkpoint is whole when the tracker has reached N and every kind
 of shard (every kind any of the job's checkpoints has) has every rank 0..W-1 at the world size the resuming
-job runs at. A step folder newer than the tracker is a save that did not finish. Standard library only: the module on the head imports it.
+job runs at. A step folder newer than the tracker is a save that did not finish. Standard library only: the module on
+the head imports it.
 
 The checkpoints sit on the shared root, which anyone may write: the tracker is read as a small regular file
 (base/files.py: a FIFO or a symlink is never opened), numbers are ASCII digits of bounded length and a step is in

@@ -155,7 +155,8 @@ GROUPS = ("actor_rollout_ref",)
 
 
 def component(key):
-    """The parts of a key's component: actor_rollout_ref.actor.x -> (actor_rollout_ref, actor), critic.x -> (critic,)."""
+    """The parts of a key's component: actor_rollout_ref.actor.x -> (actor_rollout_ref, actor), critic.x ->
+    (critic,)."""
     parts = tuple(key.split("."))
     return parts[:2] if parts[0] in GROUPS and len(parts) > 2 else parts[:1]
 

@@ -91,7 +91,8 @@ def test_without_a_store_a_head_killed_mid_job_is_healed_and_its_record_finalise
     assert playbook("up.yml", *NO_STORE).rc == 0
     sid = start_long_job("headkill", "sleep 600")
     driver_id = ray_jobs()[sid].driver_node_id
-    driver_host = next(h for h, i in IPS.items() if i == next(n["node_ip"] for n in nodes() if n["node_id"] == driver_id))
+    driver_ip = next(n["node_ip"] for n in nodes() if n["node_id"] == driver_id)
+    driver_host = next(h for h, i in IPS.items() if i == driver_ip)
     before = hashes(sid)
     ssh(HEAD, KILL_THE_HEAD)
     assert "raylet" not in ssh(HEAD, "ps -eo comm=")

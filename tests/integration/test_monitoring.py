@@ -52,7 +52,8 @@ def _every_node_up(rows):
 
 
 def test_prometheus_targets_page_shows_every_lab_node_up(cluster_up):
-    dom = browser.page_dom(PROMETHEUS + "/classic/targets", until=lambda d: _every_node_up(browser.prometheus_targets(d)))
+    dom = browser.page_dom(PROMETHEUS + "/classic/targets",
+                           until=lambda d: _every_node_up(browser.prometheus_targets(d)))
     rows = [r for r in browser.prometheus_targets(dom) if r["job"] == "ray"]
     assert {_host(r["endpoint"]) for r in rows} == set(IPS.values()), rows
     assert {r["state"] for r in rows} == {"up"} and not any(r["error"] for r in rows), rows
@@ -92,7 +93,8 @@ def test_tensorboard_lists_the_run_and_draws_its_charts(cluster_up, tensorboard_
     dom = browser.page_dom(url, until=drawn, timeout=90)
     assert browser.tensorboard_runs(dom) == {run}
     cards = browser.tensorboard_cards(dom)
-    assert [r["step"] for r in cards["critic/rewards/mean"]] == ["3"] and cards["critic/rewards/mean"][0]["value"] == "0.3"
+    assert [r["step"] for r in cards["critic/rewards/mean"]] == ["3"]
+    assert cards["critic/rewards/mean"][0]["value"] == "0.3"
     # Each chart draws the run's three steps (its raw and its smoothed line).
     assert browser.tensorboard_lines(dom)["actor/pg_loss"] == [3, 3], browser.tensorboard_lines(dom)
     png = browser.screenshot(url, tmp_path / "tensorboard.png")

@@ -16,7 +16,8 @@ SECRET = "wandb-untrusted-0123456789abcdef"
 # One 200 KB line that looks like failure text all along (quadratic once in the diagnosis), then a step line with
 # an OSC 52 clipboard write and a clear-screen in it, then a failure.
 NOISY = ("python -c \"import sys; sys.stdout.write('node ' * 40000 + chr(10)); "
-         "sys.stdout.write('step:1 - train/loss:1.5' + chr(27) + ']52;c;ZXZpbA==' + chr(7) + chr(27) + '[2J' + chr(10)); "
+         "sys.stdout.write('step:1 - train/loss:1.5' + chr(27) + ']52;c;ZXZpbA==' + chr(7) + chr(27) + '[2J' "
+         "+ chr(10)); "
          "sys.exit(3)\"")
 
 

@@ -67,7 +67,8 @@ def test_sft_trains_on_the_lab_and_resumes_from_its_checkpoint():
     assert run.rc == 0, run
     st = status(resumed)
     assert st["state"] == "SUCCEEDED" and st["steps"] == 4, st
-    assert st["resumed_from"]["path"] == f"/private/jobs/{first}/checkpoints/global_step_2" and st["attempt_of"] == first
+    assert st["resumed_from"]["path"] == f"/private/jobs/{first}/checkpoints/global_step_2"
+    assert st["attempt_of"] == first
     assert status(first)["attempts"] == [resumed]
     log = driver_log(resumed)
     assert "step:3 " in log and "step:1 " not in log
@@ -131,7 +132,8 @@ def test_ppo_and_grpo_compose_against_real_verl(spec, estimator):
 
 
 # The lab's model, reward and size, given with -e as a site would (the script's own name paths on another machine).
-LAB_SIZE = ["-e", "resources.nnodes=1", "-e", "resources.n_gpus_per_node=1", "-e", "model_path=/private/common/tiny/model",
+LAB_SIZE = ["-e", "resources.nnodes=1", "-e", "resources.n_gpus_per_node=1",
+            "-e", "model_path=/private/common/tiny/model",
             "-e", "reward_fn_path=/private/common/tiny/reward/tiny_reward.py"]
 STALE = {"critic.model.fsdp_config.param_offload": "critic.fsdp.param_offload",
          "critic.model.fsdp_config.optimizer_offload": "critic.fsdp.optimizer_offload",
@@ -166,7 +168,8 @@ def test_an_imported_verl_script_and_one_preflight_naming_every_stale_key():
 
 def test_a_micro_batch_set_twice_is_refused_in_verls_words_before_ray_sees_the_job():
     sid = new_id("twice")
-    both = ["actor_rollout_ref.actor.ppo_micro_batch_size=128", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4"]
+    both = ["actor_rollout_ref.actor.ppo_micro_batch_size=128",
+            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4"]
     run = playbook("submit.yml", "-e", "spec=grpo", "-e", f"submission_id={sid}", "-e", json.dumps({"overrides": both}))
     assert run.rc != 0 and "You have set both 'actor.ppo_micro_batch_size' AND 'actor.ppo_micro_batch_size_per_gpu'" \
         in run.out, run

@@ -175,7 +175,8 @@ def make_spec(ray_config, **cli):
 
 
 def file_logger_line(step, data):
-    """One line of verl's file logger (verl/utils/tracking.py FileLogger.log: orjson.dumps({"step", "data"}) + "\\n")."""
+    """One line of verl's file logger (verl/utils/tracking.py FileLogger.log: orjson.dumps({"step", "data"}) +
+    "\\n")."""
     return json.dumps({"step": step, "data": data}, separators=(",", ":")).encode() + b"\n"
 
 

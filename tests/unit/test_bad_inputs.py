@@ -208,8 +208,8 @@ def test_suite_name_refused(name, tmp_path):
         jobspec_input.load_suite(name, str(tmp_path))
 
 
-GOOD_SCHEDULE = {"state": "present", "backend": "cron", "time": "02:30", "suite": "lab", "inventory": "/p/inventory/lab",
-                 "keep": 30, "name": "ray-verl-regression", "project_dir": "/p"}
+GOOD_SCHEDULE = {"state": "present", "backend": "cron", "time": "02:30", "suite": "lab",
+                 "inventory": "/p/inventory/lab", "keep": 30, "name": "ray-verl-regression", "project_dir": "/p"}
 SCHEDULE_CASES = [
     ("regression_schedule_suite", {"suite": "lab\n* * * * * root id"}),
     ("regression_schedule_suite", {"suite": "lab;id"}),

@@ -42,7 +42,8 @@ MISSPELLED = [
     ({"extra_vars": {"evn": {"WANDB_API_KEY": SECRET}}}, "jobspec field 'evn': unknown field (did you mean 'env'?)"),
     ({"extra_vars": {"evn.WANDB_API_KEY": SECRET}}, "jobspec field 'evn': unknown field (did you mean 'env'?)"),
     ({"extra_vars": {"resources.nnode": SECRET}}, "jobspec field 'resources.nnode': unknown field (did you mean"),
-    ({"overrides": {"metdata": {"token": SECRET}}}, "jobspec field 'metdata': unknown field (did you mean 'metadata'?)"),
+    ({"overrides": {"metdata": {"token": SECRET}}},
+     "jobspec field 'metdata': unknown field (did you mean 'metadata'?)"),
     ({"site_defaults": {"all": {"evn": {"HF_TOKEN": SECRET}}}},
      "jobspec field 'evn': unknown field (did you mean 'env'?)"),
 ]
@@ -61,7 +62,8 @@ def test_a_misspelled_field_in_a_spec_file_names_the_field_only(specs_dir, ray_c
 
 # A value of the wrong type: the field and what it must be, and the kind it got, never the value.
 WRONG_TYPE = [
-    ({"overrides": {"env": {"DB_PASSWORD": 20240917}}}, "env.DB_PASSWORD", "must be a string (got an integer)", "20240917"),
+    ({"overrides": {"env": {"DB_PASSWORD": 20240917}}}, "env.DB_PASSWORD", "must be a string (got an integer)",
+     "20240917"),
     ({"overrides": {"env": {"API_PIN": 3.25}}}, "env.API_PIN", "(got a number)", "3.25"),
     ({"overrides": {"env": {"FLAG": ["x", SECRET]}}}, "env.FLAG", "(got a list)", SECRET),
     ({"extra_vars": {"env": f'{{"A": "{SECRET}"'}}, "env", "must be JSON text of a mapping", SECRET),
@@ -95,7 +97,8 @@ SUITES = [
     f"entries:\n  - {{name: a, spec: smoke, overides: {{env: {{HF_TOKEN: {SECRET}}}}}}}\n",
     f"entries:\n  - {{nme: a, spec: smoke, overrides: {{env: {{HF_TOKEN: {SECRET}}}}}}}\n",
     f"entries:\n  - [{SECRET}]\n",
-    f"entries:\n  - {{name: a, spec: smoke, overrides: {{env: {{HF_TOKEN: x}}}}, gates: [{{metric: loss, max: {SECRET}}}]}}\n",
+    (f"entries:\n  - {{name: a, spec: smoke, overrides: {{env: {{HF_TOKEN: x}}}}, "
+     f"gates: [{{metric: loss, max: {SECRET}}}]}}\n"),
     f"entries:\n  - {{name: a, spec: smoke, gates: [{{metric: loss, at: {SECRET}, max: 1}}]}}\n",
     f"entries:\n  - {{name: a, spec: smoke, gates: {SECRET}}}\n",
     f"entries:\n  - {{name: a, spec: smoke, gates: [{SECRET}]}}\n",
@@ -140,7 +143,8 @@ def test_a_wrong_typed_env_value_never_reaches_the_report(tmp_path, specs_dir, r
     out = capsys.readouterr().out
     run_dir = tmp_path / "regression" / "run"
     written = {name: (run_dir / name).read_text() for name in ("report.json", "summary.md", "junit.xml")}
-    assert "jobspec field 'env.DB_PASSWORD'" in written["summary.md"] and "must be a string (got an integer)" in written["junit.xml"]
+    assert "jobspec field 'env.DB_PASSWORD'" in written["summary.md"]
+    assert "must be a string (got an integer)" in written["junit.xml"]
     for text in (out, *written.values()):
         assert "20240917" not in text
 

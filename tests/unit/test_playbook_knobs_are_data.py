@@ -65,7 +65,8 @@ RUNS = [
     ("watch_schedule", ENTRY_KNOBS["watch_schedule"], {}, ["state"]),
     ("watch_schedule", WATCH_SCHEDULE, {}, ["watch_schedule_backend"]),
     ("snapshot", SNAPSHOT_KNOBS, {}, ["code_snapshot_verl_id"]),
-    ("snapshot", ["code_snapshot_verl_source"], {}, (LITERAL, "code source TEMPLATE is neither a file nor a directory")),
+    ("snapshot", ["code_snapshot_verl_source"], {},
+     (LITERAL, "code source TEMPLATE is neither a file nor a directory")),
     ("submit", ENTRY_KNOBS["submit"], {}, ENTRY_KNOBS["submit"]),
     ("up", ENTRY_KNOBS["up"], {}, ["force", "code_snapshot_verl_id"]),
 ]

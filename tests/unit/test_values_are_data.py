@@ -103,5 +103,6 @@ def test_a_vars_file_given_with_at_stays_literal(ray, ray_config, specs_dir, cap
     command_line(monkeypatch, f"@{vars_file}")
     result, sent = run_action(ray_config, specs_dir, False, capsys)
     assert not result.get("failed"), result.get("msg")
-    assert sent[0]["spec"]["env"]["FOO"] == "{{ lookup('pipe', 'id') }}" and sent[0]["spec"]["metadata"]["t"] == "{{ 6*7 }}"
+    assert sent[0]["spec"]["env"]["FOO"] == "{{ lookup('pipe', 'id') }}"
+    assert sent[0]["spec"]["metadata"]["t"] == "{{ 6*7 }}"
     assert ray.submitted[0]["runtime_env"]["env_vars"]["FOO"] == "{{ lookup('pipe', 'id') }}"

@@ -223,7 +223,8 @@ def test_a_job_that_lost_a_node_is_retried_from_its_newest_whole_checkpoint(ray,
     assert result["state"] == "SUCCEEDED" and result["submission_id"] == "tr-1-r1"
     assert [a["action"] for a in sent] == ["submit", "wait", "attempt", "around", "submit", "wait"]
     retry = sent[4]["spec"]
-    assert retry["resume_from"] == "tr-1" and retry["experiment_name"] == "tr-1" and retry["env"]["WANDB_API_KEY"] == SECRET
+    assert retry["resume_from"] == "tr-1" and retry["experiment_name"] == "tr-1"
+    assert retry["env"]["WANDB_API_KEY"] == SECRET
     assert retry["checkpoint_dir"] == os.path.join(jobs, "tr-1-r1", "checkpoints")
     entrypoint = ray.submitted[1]["entrypoint"]
     assert "trainer.resume_mode=resume_path" in entrypoint
@@ -269,8 +270,10 @@ def test_a_checkpoint_of_another_world_size_is_refused_and_nothing_is_made(ray, 
     save_checkpoint(checkpoints, 2, world=4)
     result, sent, _, _ = retry_run(ray, ray_config, capsys, monkeypatch, tmp_path, {"id": "tr-1", "do": "resume"},
                                    {"action": "resume", "submission_id": "tr-1"})
-    assert result["failed"] and "\n" not in result["msg"] and [a["action"] for a in sent] == ["attempt", "around", "submit"]
-    assert result["msg"].startswith("jobspec field 'resume_from': no checkpoint at world size 2 to resume from (global_step_2: ")
+    assert result["failed"] and "\n" not in result["msg"]
+    assert [a["action"] for a in sent] == ["attempt", "around", "submit"]
+    assert result["msg"].startswith("jobspec field 'resume_from': no checkpoint at world size 2 to resume from "
+                                    "(global_step_2: ")
     assert "resume refused" in result["msg"] and not os.path.exists(os.path.join(jobs, "tr-1-r1"))
 
 

@@ -46,7 +46,8 @@ def test_the_blamed_worker_is_cordoned_and_the_attempt_runs_on_the_others(ray, r
     cordon = cordon_file(ray_config)
     assert cordon["by"] == "retry" and cordon["job"] == "tr-1" and "node died" in cordon["why"]
     assert [g["name"] for g in ray.groups] == ["ray-verl-cordon-10.0.0.11-n-w1"]
-    assert any("cordoned 10.0.0.11 (blamed) before its next attempt, which may run on 10.0.0.12" in line for line in shown)
+    assert any("cordoned 10.0.0.11 (blamed) before its next attempt, which may run on 10.0.0.12" in line
+               for line in shown)
     assert status_of(jobs, "tr-1")["blame"][0]["node_ip"] == "10.0.0.11"
 
 

@@ -74,7 +74,8 @@ def test_a_pending_retry_no_longer_due_leaves_the_index(ray, ray_config, plugin_
     ray.set("tr-1", "FAILED", start_time=1, end_time=2, driver_exit_code=1, message=DIED)
     code = module_result(capsys, action="wait", submission_id="tr-1", ray_config=ray_config)
     assert code["state"] == "FAILED" and open_index.listed(plugin_run.jobs, open_index.RETRY) == ["tr-1"]
-    # A pass in check mode says it is due and changes nothing; a real pass whose around is refused leaves it to a person.
+    # A pass in check mode says it is due and changes nothing; a real pass whose around is refused leaves it to a
+    # person.
     checked = module_result(capsys, action="watch", ray_config=ray_config, _ansible_check_mode=True)
     assert checked["retry"] == ["tr-1"] and open_index.listed(plugin_run.jobs, open_index.RETRY) == ["tr-1"]
     refused = module_result(capsys, action="around", submission_id="tr-1", ray_config=ray_config)

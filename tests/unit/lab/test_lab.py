@@ -455,8 +455,8 @@ def test_overlays_hide_what_an_earlier_run_left_on_the_machine_and_mount_before_
 
 
 def test_machine_leftovers_names_the_projects_node_paths_only(tmp_path):
-    for path in ("etc/ray-verl", "var/lib/ray-verl-prometheus", "var/lib/redis", "etc/systemd/system/ray-verl-x.service",
-                 "etc/systemd/system/ssh.service", "run/ray-verl"):
+    for path in ("etc/ray-verl", "var/lib/ray-verl-prometheus", "var/lib/redis",
+                 "etc/systemd/system/ray-verl-x.service", "etc/systemd/system/ssh.service", "run/ray-verl"):
         (tmp_path / path).mkdir(parents=True)
     assert lab_host.machine_leftovers(tmp_path) == [
         str(tmp_path / p) for p in ("etc/ray-verl", "etc/systemd/system/ray-verl-x.service", "run/ray-verl",

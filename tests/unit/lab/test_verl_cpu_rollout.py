@@ -27,7 +27,8 @@ def _load(name):
         package = types.ModuleType(PACKAGE)
         package.__path__ = [os.path.join(ROOT, "lab", "verl_cpu")]
         sys.modules[PACKAGE] = package
-    spec = importlib.util.spec_from_file_location(f"{PACKAGE}.{name}", os.path.join(ROOT, "lab", "verl_cpu", f"{name}.py"))
+    spec = importlib.util.spec_from_file_location(f"{PACKAGE}.{name}",
+                                                  os.path.join(ROOT, "lab", "verl_cpu", f"{name}.py"))
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)

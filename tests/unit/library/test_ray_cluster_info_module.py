@@ -302,7 +302,8 @@ def put_record(root, sid, **fields):
 def test_recent_records_are_read_through_the_model_even_with_the_cluster_down(cluster, capsys, tmp_path):
     goodput = {"wall_s": 100, "productive_s": 60, "detection_s": 40, "attempts": 2}
     put_record(tmp_path, "c", state="FAILED", final=True, attempts=["c-r1"], goodput=goodput,
-               blame=[{"node_ip": "10.0.0.12", "why": "node died", "evidence": {"file": "debug/nodes.json", "line": "x"}}])
+               blame=[{"node_ip": "10.0.0.12", "why": "node died",
+                       "evidence": {"file": "debug/nodes.json", "line": "x"}}])
     put_record(tmp_path, "c-r1", state="SUCCEEDED", final=True, attempt_of="c")
     put_record(tmp_path, "bad", state="SUCCEEDED", final=True, goodput={**goodput, "attempts": -1})
     code, out = run(capsys, dashboard_url=URL, shared_root=str(tmp_path), recent_records=10)

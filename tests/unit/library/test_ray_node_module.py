@@ -125,7 +125,8 @@ def test_drifted_busy_node_restarts_with_force(host, head, jobs, capsys):
     assert out["reason"] == "configuration changed" and jobs[1] == []
     assert "+--dashboard-port=8266" in out["changes"] and "---dashboard-port=8265" in out["changes"]
     # A graceful stop: the raylet leaves the cluster at once instead of lingering ALIVE (issue 8).
-    assert [c[1:3] for c in host.commands[1:]] == [["stop", "--grace-period=10"], ["start", "--node-ip-address=10.0.0.10"]]
+    assert [c[1:3] for c in host.commands[1:]] == [["stop", "--grace-period=10"],
+                                                   ["start", "--node-ip-address=10.0.0.10"]]
     assert out["started_at_ms"] > 1_700_000_000_000
     assert host.killed == [555]  # a driver `ray stop` left behind
     assert "--dashboard-port=8266" in read_state(head)["argv"]

@@ -1,4 +1,5 @@
-"""module_utils/regression/acceptance.py and acceptance_report.py: the site acceptance's judgement and its table and JUnit XML.
+"""module_utils/regression/acceptance.py and acceptance_report.py: the site acceptance's judgement and its table and
+JUnit XML.
 
 The measurement itself runs for real in tests/unit/roles/test_acceptance_measure.py (gloo on loopback)."""
 
@@ -215,7 +216,8 @@ def test_a_huge_crafted_result_gives_a_bounded_verdict_and_table():
     assert verdict["failures"][0].endswith(f"and {len(ips) - 11} more") and len(verdict["failures"]) == 1
     lines = acceptance_report.table(verdict)
     assert len(lines) == 9 and sum(map(len, lines)) < 2000
-    with pytest.raises(acceptance.AcceptanceError, match=f"^result.nodes: must be a list of at most {acceptance.MAX_NODES}"):
+    with pytest.raises(acceptance.AcceptanceError,
+                       match=f"^result.nodes: must be a list of at most {acceptance.MAX_NODES}"):
         acceptance.parse_result({"nodes": raw["nodes"] + [raw["nodes"][0]]}, IPS)
 
 

@@ -87,7 +87,8 @@ def worker(ip, node_id, gpus=2, state="ALIVE", start=1):
 
 def test_plan_holds_the_cordoned_and_replaces_stale_holds():
     old, new = "a" * 56, "b" * 56
-    nodes = [worker("198.18.0.12", old, state="DEAD"), worker("198.18.0.12", new, start=5), worker("198.18.0.11", "c" * 56)]
+    nodes = [worker("198.18.0.12", old, state="DEAD"), worker("198.18.0.12", new, start=5),
+             worker("198.18.0.11", "c" * 56)]
     groups = [{"name": cordon_hold.name("198.18.0.12", old), "state": "CREATED", "placement_group_id": "p1"},
               {"name": "someone-else", "state": "CREATED", "placement_group_id": "p2"},
               {"name": cordon_hold.name("198.18.0.11", "c" * 56), "state": "PENDING", "placement_group_id": "p3"}]
@@ -118,7 +119,8 @@ def test_wait_held_polls_until_placed():
 
 def test_a_line_is_printable_whatever_the_file_holds(tmp_path):
     (tmp_path / "cordons").mkdir()
-    text = {"node_ip": "198.18.0.12", "since_ms": 1_790_000_000_000, "by": "person", "why": "bad\x1b]52;c;AAAA\x07\nGPU"}
+    text = {"node_ip": "198.18.0.12", "since_ms": 1_790_000_000_000, "by": "person",
+            "why": "bad\x1b]52;c;AAAA\x07\nGPU"}
     (tmp_path / "cordons" / "198.18.0.12.json").write_text(json.dumps(text))
     found, _ = cordons.read_all(str(tmp_path))
     shown = cordons.line(found["198.18.0.12"], "w2")

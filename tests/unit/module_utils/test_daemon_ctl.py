@@ -102,7 +102,8 @@ def test_a_new_file_or_command_restarts_it_and_restart_forces_it(tmp_path):
     p = params(tmp_path)
     p["files"][0]["content"] = "port 2\n"
     assert daemon_ctl.converge(p, host, check=False, systemd=False)["action"] == "restarted"
-    assert daemon_ctl.converge(params(tmp_path, argv=["/bin/sleep", "2000"]), host, False, False)["action"] == "restarted"
+    changed = params(tmp_path, argv=["/bin/sleep", "2000"])
+    assert daemon_ctl.converge(changed, host, False, False)["action"] == "restarted"
     assert daemon_ctl.converge(params(tmp_path, argv=["/bin/sleep", "2000"], restart=True), host, False,
                                False)["action"] == "restarted"
     assert len(host.did("start-stop-daemon", "--stop")) == 3
@@ -127,7 +128,8 @@ def test_a_file_its_validator_refuses_is_not_put_in_place(tmp_path):
     with pytest.raises(daemon_ctl.DaemonError) as err:
         daemon_ctl.converge(p, host, check=False, systemd=False)
     message = str(err.value)
-    assert message.startswith(f"{tmp_path}/data/demo.conf: {tmp_path}/check refused the new file") and "\n" not in message
+    assert message.startswith(f"{tmp_path}/data/demo.conf: {tmp_path}/check refused the new file")
+    assert "\n" not in message
     assert "line 3: not valid" in message and "port bad" not in message
     assert (tmp_path / "data/demo.conf").read_text() == "port 1\n" and os.listdir(tmp_path / "data") == ["demo.conf"]
     assert len(host.did("start-stop-daemon", "--start")) == 1
@@ -222,7 +224,8 @@ def test_under_systemd_it_is_an_enabled_unit_and_what_would_take_its_place_is_ma
     p = params(tmp_path, conflicts=["prometheus.service"], notify=True, group="root")
     result = daemon_ctl.converge(p, host, check=False, systemd=True)
     assert result["action"] == "started" and result["systemd"]
-    assert host.units["prometheus.service"]["enabled"] == "masked" and host.did("systemctl", "stop", "prometheus.service")
+    assert host.units["prometheus.service"]["enabled"] == "masked"
+    assert host.did("systemctl", "stop", "prometheus.service")
     unit = (tmp_path / "units" / "ray-verl-demo.service").read_text().splitlines()
     assert {"Type=notify", "User=root", "Group=root", "ExecStart=/bin/sleep 1000"} <= set(unit)
     assert host.did("systemctl", "daemon-reload") and host.did("systemctl", "enable", "ray-verl-demo.service")

@@ -52,7 +52,8 @@ def test_nccl_error_text():
 
 def test_status_fields_count_and_the_specific_cause_wins():
     found = diagnosis.classify([], {"state": "FAILED", "reason": "PENDING_TIMEOUT", "message": "Job has not started"})
-    assert found["kind"] == "resources_pending" and found["evidence"] == {"file": "status.json", "line": "PENDING_TIMEOUT"}
+    assert found["kind"] == "resources_pending"
+    assert found["evidence"] == {"file": "status.json", "line": "PENDING_TIMEOUT"}
     # A CUDA OOM killed the worker; the supervisor then reports a dead actor: the OOM is the cause.
     found = diagnosis.classify([EXCERPTS["cuda_oom"]], {"error_type": "JOB_SUPERVISOR_ACTOR_DIED"})
     assert found["kind"] == "cuda_oom"

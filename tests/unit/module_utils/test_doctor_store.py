@@ -32,7 +32,8 @@ def test_no_store_is_said_not_blamed(facts):
 
 @pytest.mark.parametrize("change, expected", [
     ({"check": {"failed": True, "msg": "Redis at 10.0.0.9:6380: refused the password for user default"}},
-     "head: store: Redis at 10.0.0.9:6380: refused the password for user default (the store runs with another password"),
+     ("head: store: Redis at 10.0.0.9:6380: refused the password for user default "
+      "(the store runs with another password")),
     ({"check": {"failed": False, "reachable": False,  # as doctor.yml registers it (failed_when false)
                 "msg": "Redis at 10.0.0.9:6380: cannot connect (Connection refused)"}},
      "(start it with up.yml"),

@@ -543,7 +543,8 @@ def test_save_freq_minus_one_turns_checkpoints_off_and_is_rendered_as_verl_s_own
 def test_save_freq_refused_says_what_is_allowed_and_what_it_got(value, got):
     with pytest.raises(JobSpecError) as exc:
         run({**SFT, "save_freq": value})
-    assert str(exc.value) == f"jobspec field 'save_freq': must be a positive integer, or -1 for no checkpoints (got {got})"
+    assert str(exc.value) == (f"jobspec field 'save_freq': must be a positive integer, or -1 for no checkpoints "
+                              f"(got {got})")
     assert exc.value.value is value
 
 

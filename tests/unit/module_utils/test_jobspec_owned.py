@@ -123,7 +123,8 @@ OWNED = sorted(owned.OWNED_KEYS)
 @pytest.mark.parametrize("key", OWNED)
 @pytest.mark.parametrize("prefix", ["", "+", "++"])
 def test_an_override_may_not_set_a_key_the_spec_renders(key, prefix):
-    message = refused("overrides[1]", f"sets {key} ", spec={**PPO, "overrides": ["data.x=1", f"{prefix}{key}={SECRET}"]})
+    message = refused("overrides[1]", f"sets {key} ",
+                      spec={**PPO, "overrides": ["data.x=1", f"{prefix}{key}={SECRET}"]})
     assert f"renders from {owned.OWNED_KEYS[key]}" in message
 
 
@@ -158,7 +159,8 @@ def test_every_refused_override_is_named_in_one_line():
     """A launch script pasted as overrides sets many owned keys: one run names each, not one a run."""
     script = ["data.x=1", *(f"{key}={SECRET}" for key in OWNED), "~data.shuffle=True", "data.y=${oc.env:HOME}"]
     message = refused("overrides", f"{len(OWNED) + 2} overrides are refused ({len(OWNED)} set keys the spec renders "
-                      "from its fields: set the field named instead): overrides[1] sets ", spec={**PPO, "overrides": script})
+                      "from its fields: set the field named instead): overrides[1] sets ",
+                      spec={**PPO, "overrides": script})
     for i, key in enumerate(OWNED, 1):
         assert f"overrides[{i}] sets {key} (the spec's {owned.OWNED_KEYS[key]})" in message
     assert f"overrides[{len(OWNED) + 1}] deletes a key (~)" in message

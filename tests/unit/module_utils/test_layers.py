@@ -45,7 +45,8 @@ def test_every_package_has_a_layer():
 def test_imports_go_down(package):
     allowed = LAYERS[package] | {package}
     wrong = [f"{path.relative_to(ROOT.parent)}:{line} imports {name}"
-             for path in sorted((ROOT / package).rglob("*.py")) for name, line in imports_of(path) if name not in allowed]
+             for path in sorted((ROOT / package).rglob("*.py"))
+             for name, line in imports_of(path) if name not in allowed]
     assert not wrong, wrong
 
 

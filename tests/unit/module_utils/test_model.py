@@ -43,7 +43,8 @@ def test_a_number_too_big_for_the_module_s_arithmetic_is_refused_by_both_models(
                               f"{10 ** 12} or null {beyond}")
     with pytest.raises(RecordError) as exc:
         JobStatus.from_dict({"submission_id": "a-1", "state": "RUNNING", "first_loss": float("nan")})
-    assert str(exc.value) == "status.json: field 'first_loss' must be a number or null (got a number that is not finite)"
+    assert str(exc.value) == ("status.json: field 'first_loss' must be a number or null "
+                              "(got a number that is not finite)")
 
 
 # A number of the right kind outside its bounds says which bound, never "(got an integer)" alone (issue 32: save_freq

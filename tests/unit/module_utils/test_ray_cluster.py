@@ -24,7 +24,8 @@ def test_missing_dead_and_wrong_resources_are_named():
     ready, missing = rc.worker_readiness(nodes, WORKERS)
     assert not ready
     assert missing[0] == "w1 (10.0.0.11): not in the cluster"
-    assert missing[1].startswith("w2 (10.0.0.12): ") and "worker_node=0" in missing[1] and "GPU=2.0, want 4" in missing[1]
+    assert missing[1].startswith("w2 (10.0.0.12): ")
+    assert "worker_node=0" in missing[1] and "GPU=2.0, want 4" in missing[1]
 
 
 def test_a_head_on_a_worker_ip_does_not_count():

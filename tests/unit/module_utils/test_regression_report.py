@@ -156,7 +156,8 @@ def history(n, name="smoke"):
 
 
 def test_summary_headline_table_and_records():
-    results = [result("smoke", status(), sid="smoke-aa11"), result("sft", status(state="FAILED", reason="PENDING_TIMEOUT"))]
+    results = [result("smoke", status(), sid="smoke-aa11"),
+               result("sft", status(state="FAILED", reason="PENDING_TIMEOUT"))]
     md = rr.summary_md(report("run-7", results), [])
     lines = md.splitlines()
     assert lines[0] == "# FAIL: nightly, 1/2 passed, 1 failed"
@@ -386,7 +387,9 @@ def test_the_report_reads_only_a_logs_tail_and_never_through_a_link(tmp_path, ca
     args = {"run_id": "run", "suite": "s", "started_at": 1, "shared_root": str(tmp_path),
             "entries": [{"name": "long", "spec": "smoke"}, {"name": "link", "spec": "smoke"}]}
     report_module(capsys, args)
-    written = {e["name"]: e for e in json.loads((tmp_path / "regression" / "run" / "report.json").read_text())["entries"]}
+    report = json.loads((tmp_path / "regression" / "run" / "report.json").read_text())
+    written = {e["name"]: e for e in report["entries"]}
     tail = written["long"]["log_tail"].splitlines()
-    assert len(tail) == rr.LOG_TAIL_LINES and tail[-1] == "Traceback: the last line" and tail[0].startswith("step 19961 ")
+    assert len(tail) == rr.LOG_TAIL_LINES and tail[-1] == "Traceback: the last line"
+    assert tail[0].startswith("step 19961 ")
     assert written["link"]["log_tail"] == "" and "only root" not in json.dumps(written)

@@ -1,4 +1,5 @@
-"""module_utils/regression/svg_charts.py: small line charts as SVG (a regression suite's trend.svg), every text escaped."""
+"""module_utils/regression/svg_charts.py: small line charts as SVG (a regression suite's trend.svg), every text
+escaped."""
 
 import xml.etree.ElementTree as ET
 

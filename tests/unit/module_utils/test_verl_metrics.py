@@ -10,9 +10,9 @@ from ansible.module_utils.verl import metrics as vm
 # Shapes verl 0.9.1 prints (aggregate_logger.concat_dict_to_str: pprint of each number), trimmed.
 GRPO_LOG = """\
 (TaskRunnerV1 pid=1) INFO: Total training steps: 2
-(TaskRunnerV1 pid=1) step:1 - global_seqlen/mean:412.0 - actor/pg_loss:-0.0587 - actor/kl_loss:0.0 - actor/entropy:5.98 \
-- actor/grad_norm:0.375 - critic/score/mean:0.0775 - critic/score/max:0.22 - response_length/mean:31.5 \
-- timing_s/step:21.1 - perf/throughput:93.2 - training/global_step:1 - actor/lr:0.001
+(TaskRunnerV1 pid=1) step:1 - global_seqlen/mean:412.0 - actor/pg_loss:-0.0587 - actor/kl_loss:0.0 \
+- actor/entropy:5.98 - actor/grad_norm:0.375 - critic/score/mean:0.0775 - critic/score/max:0.22 \
+- response_length/mean:31.5 - timing_s/step:21.1 - perf/throughput:93.2 - training/global_step:1 - actor/lr:0.001
 (TaskRunnerV1 pid=1) step:2 - actor/pg_loss:np.float64(-0.00072) - actor/kl_loss:0.00282 - critic/score/mean:0.078 \
 - actor/grad_norm:nan - timing_s/step:3.1 - response_length/mean:32.0 - perf/throughput:inf
 (TaskRunnerV1 pid=1) Saving checkpoint to: /private/jobs/x/checkpoints/global_step_2
@@ -55,10 +55,12 @@ def test_sft_console_validation_line_merges_into_its_step():
 
 # What verl's file logger writes (verl/utils/tracking.py FileLogger: orjson, one line a log call; orjson writes a
 # NaN as null, a numpy array as a list). The exact values, where the console rounds.
-GRPO_FILE = """{"step":1,"data":{"global_seqlen/mean":412.0,"actor/pg_loss":-0.05871234567,"actor/kl_loss":0.0,"actor/entropy":5.98,"actor/grad_norm":0.375,"critic/score/mean":0.0775,"critic/score/max":0.22,"response_length/mean":31.5,"timing_s/step":21.1,"perf/throughput":93.2,"training/global_step":1,"actor/lr":0.001}}
+GRPO_FILE = """\
+{"step":1,"data":{"global_seqlen/mean":412.0,"actor/pg_loss":-0.05871234567,"actor/kl_loss":0.0,"actor/entropy":5.98,"actor/grad_norm":0.375,"critic/score/mean":0.0775,"critic/score/max":0.22,"response_length/mean":31.5,"timing_s/step":21.1,"perf/throughput":93.2,"training/global_step":1,"actor/lr":0.001}}
 {"step":2,"data":{"actor/pg_loss":-0.00072,"actor/kl_loss":0.00282,"critic/score/mean":0.078,"actor/grad_norm":null,"timing_s/step":3.1,"response_length/mean":32,"perf/throughput":Infinity,"response/hist":[1,2,3]}}
 """
-SFT_FILE = """{"step":1,"data":{"perf/max_memory_allocated_gb":0.603,"train/loss":6.0,"train/grad_norm":3.3,"train/lr":0.001}}
+SFT_FILE = """\
+{"step":1,"data":{"perf/max_memory_allocated_gb":0.603,"train/loss":6.0,"train/grad_norm":3.3,"train/lr":0.001}}
 {"step":2,"data":{"train/loss":5.75,"train/grad_norm":2.9}}
 {"step":2,"data":{"val/loss":5.625}}
 """

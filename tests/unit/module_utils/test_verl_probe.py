@@ -158,12 +158,14 @@ DEEPSEEK_PPO = [  # examples/ppo_trainer/run_deepseek7b_llm.sh
     "data.train_batch_size=1024", "data.max_prompt_length=512", "data.max_response_length=512",
     "data.filter_overlong_prompts=True", "data.truncation=error", "actor_rollout_ref.actor.optim.lr=1e-6",
     "actor_rollout_ref.model.use_remove_padding=True", "actor_rollout_ref.actor.ppo_mini_batch_size=256",
-    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16", "actor_rollout_ref.actor.fsdp_config.param_offload=False",
+    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16",
+    "actor_rollout_ref.actor.fsdp_config.param_offload=False",
     "actor_rollout_ref.actor.fsdp_config.optimizer_offload=False", "actor_rollout_ref.actor.use_kl_loss=False",
     "actor_rollout_ref.model.enable_gradient_checkpointing=True",
     "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=32",
     "actor_rollout_ref.rollout.tensor_model_parallel_size=4", "actor_rollout_ref.rollout.name=vllm",
-    "actor_rollout_ref.rollout.gpu_memory_utilization=0.4", "critic.optim.lr=1e-5", "critic.model.use_remove_padding=False",
+    "actor_rollout_ref.rollout.gpu_memory_utilization=0.4", "critic.optim.lr=1e-5",
+    "critic.model.use_remove_padding=False",
     "critic.model.enable_gradient_checkpointing=True", "critic.ppo_micro_batch_size_per_gpu=32",
     "critic.model.fsdp_config.param_offload=False", "critic.model.fsdp_config.optimizer_offload=False",
     "algorithm.use_kl_in_reward=False", "trainer.critic_warmup=0", "trainer.use_legacy_worker_impl=False"]
@@ -173,13 +175,16 @@ QWEN_GRPO = [  # an older examples/grpo_trainer/run_qwen2-7b.sh
     "actor_rollout_ref.actor.ppo_mini_batch_size=256", "actor_rollout_ref.actor.ppo_micro_batch_size=128",
     "actor_rollout_ref.actor.use_kl_loss=True", "actor_rollout_ref.model.enable_gradient_checkpointing=True",
     "actor_rollout_ref.actor.fsdp_config.param_offload=False", "actor_rollout_ref.actor.fsdp_config.grad_offload=False",
-    "actor_rollout_ref.actor.fsdp_config.optimizer_offload=False", "actor_rollout_ref.rollout.log_prob_micro_batch_size=128",
+    "actor_rollout_ref.actor.fsdp_config.optimizer_offload=False",
+    "actor_rollout_ref.rollout.log_prob_micro_batch_size=128",
     "actor_rollout_ref.rollout.tensor_model_parallel_size=2", "actor_rollout_ref.rollout.name=vllm",
     "actor_rollout_ref.rollout.gpu_memory_utilization=0.6", "actor_rollout_ref.rollout.n=5",
-    "actor_rollout_ref.ref.log_prob_micro_batch_size=128", "actor_rollout_ref.ref.fsdp_config.param_offload=True", "algorithm.kl_ctrl.kl_coef=0.001", "trainer.critic_warmup=0"]
+    "actor_rollout_ref.ref.log_prob_micro_batch_size=128", "actor_rollout_ref.ref.fsdp_config.param_offload=True",
+    "algorithm.kl_ctrl.kl_coef=0.001", "trainer.critic_warmup=0"]
 PEFT_SFT = [  # examples/sft/gsm8k/run_qwen_05_peft.sh (for verl's older fsdp_sft_trainer)
-    "data.prompt_key=extra_info", "data.response_key=extra_info", "optim.lr=1e-4", "data.prompt_dict_keys=['question']",
-    "+data.response_dict_keys=['answer']", "model.lora_rank=32", "model.lora_alpha=16", "model.target_modules=all-linear"]
+    "data.prompt_key=extra_info", "data.response_key=extra_info", "optim.lr=1e-4",
+    "data.prompt_dict_keys=['question']", "+data.response_dict_keys=['answer']", "model.lora_rank=32",
+    "model.lora_alpha=16", "model.target_modules=all-linear"]
 
 
 @pytest.fixture(scope="session")
@@ -268,7 +273,8 @@ def test_hydras_hint_followed_for_a_key_that_moved_is_refused_by_verls_typed_con
     assert code == 0, err
     assert "critic.model.fsdp_config.param_offload" not in refused_keys(facts)  # hydra takes the + ...
     # ... and verl's critic would not take it:
-    typed = "TypeError: HFModelConfig.__init__() got an unexpected keyword argument 'fsdp_config' (full_key: critic.model)"
+    typed = ("TypeError: HFModelConfig.__init__() got an unexpected keyword argument 'fsdp_config' "
+             "(full_key: critic.model)")
     assert facts["startup"] == [typed]
 
 
@@ -321,7 +327,8 @@ def test_an_sft_on_megatron_is_judged_by_its_engine_and_its_batch_by_the_ranks_v
 def test_a_megatron_scripts_actor_keys_on_fsdp_get_no_other_components_setting_and_its_batch_is_split():
     overrides = ["algorithm.adv_estimator=grpo", "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2",
                  "data.train_batch_size=12", "trainer.n_gpus_per_node=6", "actor_rollout_ref.rollout.n=5",
-                 "actor_rollout_ref.actor.ppo_mini_batch_size=8", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2",
+                 "actor_rollout_ref.actor.ppo_mini_batch_size=8",
+                 "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2",
                  "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=2",
                  "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=2", "actor_rollout_ref.rollout.name=vllm"]
     code, facts, err = run_probe("grpo", overrides, LAB_ENV)

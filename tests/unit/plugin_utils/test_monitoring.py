@@ -62,7 +62,8 @@ def test_prometheus_durations_pass(duration):
     (monitoring.tensorboard, TENSORBOARD, "bind", "0.0.0.0", "ray_tensorboard_bind"),
     (monitoring.tensorboard, TENSORBOARD, "bind", "head --bind_all", "ray_tensorboard_bind"),
     (monitoring.tensorboard, TENSORBOARD, "port", "6006 --bind_all", "ray_tensorboard_port"),
-    (monitoring.tensorboard, TENSORBOARD, "executable", "/opt/venv/bin/tensorboard --inspect", "ray_tensorboard_executable"),
+    (monitoring.tensorboard, TENSORBOARD, "executable", "/opt/venv/bin/tensorboard --inspect",
+     "ray_tensorboard_executable"),
     (monitoring.tensorboard, TENSORBOARD, "shared_root", "/private/../etc", "shared_root_path"),
     (monitoring.tensorboard, TENSORBOARD, "reload_s", 0, "ray_tensorboard_reload_s"),
     (monitoring.tensorboard, TENSORBOARD, "scalar_samples", "all", "ray_tensorboard_scalar_samples"),
@@ -209,7 +210,8 @@ def test_promtool_fires_each_alert_on_what_a_lost_node_and_a_full_store_look_lik
     test = {"rule_files": ["rules.yml"], "evaluation_interval": "1m", "tests": [{
         "interval": "1m", "input_series": [{"series": s, "values": v} for s, v in series],
         "alert_rule_test": [
-            {"eval_time": "20m", "alertname": "RayNodeLost", "exp_alerts": [alert("RayNodeLost", {"ip": "10.0.0.12"}, "1")]},
+            {"eval_time": "20m", "alertname": "RayNodeLost",
+             "exp_alerts": [alert("RayNodeLost", {"ip": "10.0.0.12"}, "1")]},
             {"eval_time": "20m", "alertname": "RayWorkerRayletDown",
              "exp_alerts": [alert("RayWorkerRayletDown", {"NodeAddress": "10.0.0.12"}, "1")]},
             {"eval_time": "20m", "alertname": "RayClusterSmallerThanInventory",

@@ -4,9 +4,9 @@ import pytest
 
 from plugin_utils import store
 
-GOOD = {"bind": "198.18.0.254", "port": 6380, "dir": "/var/lib/ray-verl-store", "config_path": "/etc/ray-verl/store.conf",
-        "namespace": "ray-verl-198-18-0-10-6379", "user": "redis", "service": "ray-verl-store",
-        "appendfsync": "everysec"}
+GOOD = {"bind": "198.18.0.254", "port": 6380, "dir": "/var/lib/ray-verl-store",
+        "config_path": "/etc/ray-verl/store.conf", "namespace": "ray-verl-198-18-0-10-6379", "user": "redis",
+        "service": "ray-verl-store", "appendfsync": "everysec"}
 
 
 def test_good_settings_pass_normalised():

@@ -77,8 +77,8 @@ def test_the_unit_runs_the_checked_command_as_its_user():
         "config_dir": "/etc/ray-verl/prometheus", "sd_file": "/tmp/ray/sd.json", "scrape_interval": "15s",
         "user": "prometheus", "service": "ray-verl-prometheus", "log": "/run/ray-verl/p.log", "expected_nodes": 3,
         "object_store_full": 0.9})["argv"]
-    unit = daemon_ctl.unit({"name": "ray-verl-prometheus", "description": "Prometheus; rm -rf / %h", "user": "prometheus",
-                            "group": "", "notify": False, "argv": argv})
+    unit = daemon_ctl.unit({"name": "ray-verl-prometheus", "description": "Prometheus; rm -rf / %h",
+                            "user": "prometheus", "group": "", "notify": False, "argv": argv})
     lines = unit.splitlines()
     assert "User=prometheus" in lines and "Type=simple" in lines and not any(x.startswith("Group=") for x in lines)
     assert f"ExecStart={' '.join(argv)}" in lines

@@ -20,7 +20,8 @@ PKG = sanity.MODULE_UTILS_PKG
     ("from ansible.module_utils.beta.gamma import G  # why", f"from {PKG}.beta.gamma import G  # why"),
     ("    from ansible.module_utils.beta import gamma as g", f"    from {PKG}.beta import gamma as g"),
     ("from ansible.module_utils import alpha", f"from {PKG} import alpha"),
-    ("from ansible.module_utils import alpha, basic", f"from {PKG} import alpha; from ansible.module_utils import basic"),
+    ("from ansible.module_utils import alpha, basic",
+     f"from {PKG} import alpha; from ansible.module_utils import basic"),
     ("import ansible.module_utils.beta.gamma as g", f"import {PKG}.beta.gamma as g"),
     # Ansible's own helpers stay, even under a name that starts like one of the project's
     ("from ansible.module_utils.basic import AnsibleModule", None),

@@ -110,7 +110,8 @@ def test_real_passes_keep_the_newest_outputs(tmp_path, monkeypatch, pass_ids):
 
 
 @pytest.mark.parametrize("text, healed", [
-    ("fatal: [lab-head]: FAILED! => msg: cannot talk to Ray's job API at http://10.0.0.10:8265: ConnectionError\n", True),
+    ("fatal: [lab-head]: FAILED! => msg: cannot talk to Ray's job API at http://10.0.0.10:8265: ConnectionError\n",
+     True),
     ("fatal: [lab-head]: FAILED! => msg: Ray at http://10.0.0.10:8265 refused the token\n", False),
 ])
 def test_heal_runs_up_yml_once_only_when_the_head_did_not_answer(tmp_path, fake_runner, capsys, text, healed):

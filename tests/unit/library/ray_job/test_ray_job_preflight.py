@@ -129,7 +129,8 @@ def test_a_head_without_the_jobs_python_composes_on_a_worker_and_leaves_no_job_b
     assert init["namespace"].startswith(RAY_INTERNAL_NAMESPACE_PREFIX)
     (options,) = driver.options
     assert options["num_cpus"] == 0 and options["max_retries"] == 0
-    assert options["scheduling_strategy"].node_id == HEX_WORKER["node_id"] and options["scheduling_strategy"].soft is False
+    assert options["scheduling_strategy"].node_id == HEX_WORKER["node_id"]
+    assert options["scheduling_strategy"].soft is False
     assert options["runtime_env"]["env_vars"]["PYTHONPATH"]  # the job's own runtime_env
     (args, kwargs), = driver.calls
     assert args[0][:4] == ["timeout", "-k", "10", str(preflight.REMOTE_TIMEOUT_S)]
@@ -276,8 +277,8 @@ def test_a_batch_verl_would_split_unevenly_once_placed_is_refused_from_the_head(
     monkeypatch.setattr(preflight, "_import_ray", lambda: pytest.fail("the config decides it on any node"))
     code, out = submit(capsys, ray_config, grpo(ray_config))
     assert code == 1, out
-    assert out["msg"].startswith(f"{GRPO_SID}: the preflight on the head: actor_rollout_ref.actor.ppo_mini_batch_size=8 "
-                                 "x actor_rollout_ref.rollout.n=5 = 40 rows a mini-batch, which do not split evenly")
+    assert out["msg"].startswith(f"{GRPO_SID}: the preflight on the head: "
+                                 "actor_rollout_ref.actor.ppo_mini_batch_size=8 x actor_rollout_ref.rollout.n=5 = 40 rows a mini-batch, which do not split evenly")
     assert not ray.submitted and not os.path.exists(record(ray_config, GRPO_SID))
 
 
@@ -330,8 +331,9 @@ def test_check_mode_keeps_nothing(ray, ray_config, capsys, monkeypatch, keepable
     assert code == 0 and kept_files(ray_config) == [], out
 
 
-@pytest.mark.parametrize("content", ['{"v": 1, "where": "the head", "facts": []}', "not json", "x" * (70 << 10),
-                                     '{"v": 1, "where": "the head", "facts": {"attention": 5, "cpus_per_bundle": [1]}}'])
+@pytest.mark.parametrize("content", [
+    '{"v": 1, "where": "the head", "facts": []}', "not json", "x" * (70 << 10),
+    '{"v": 1, "where": "the head", "facts": {"attention": 5, "cpus_per_bundle": [1]}}'])
 def test_a_kept_verdict_of_another_shape_is_a_miss(ray, ray_config, capsys, monkeypatch, keepable, content):
     head = Head(monkeypatch, (0, probe_output(), ""), (0, probe_output(), ""))
     assert submit(capsys, ray_config, grpo(ray_config))[0] == 0
@@ -352,7 +354,8 @@ def test_a_kept_verdict_the_cluster_no_longer_passes_is_set_aside(ray, ray_confi
     head = Head(monkeypatch, (0, probe_output(resource="GPU"), ""))
     driver = DriverRay(subprocess.CompletedProcess([], 0, probe_output(resource="GPU"), ""))
     monkeypatch.setattr(preflight, "_import_ray", lambda: driver)
-    code, out = submit(capsys, ray_config, grpo(ray_config, submission_id="grpo-again", resources={"n_gpus_per_node": 4}))
+    code, out = submit(capsys, ray_config,
+                       grpo(ray_config, submission_id="grpo-again", resources={"n_gpus_per_node": 4}))
     assert code == 1 and "10.0.0.11 has 8 CPU, 4 GPU" in out["msg"] and len(head.calls) == 1, out
     assert kept_files(ray_config) == []
 

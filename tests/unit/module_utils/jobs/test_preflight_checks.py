@@ -104,7 +104,8 @@ def test_each_refused_override_is_one_line_saying_what_verl_has_instead():
     assert lines[3].endswith("where model.override_config is an empty mapping: to add the key there, write it "
                              "+model.override_config.attn=...")
     assert "at a.lr, b.lr, c.lr and 1 more: set the one meant instead" in lines[4]
-    assert lines[5] == "override +trainer.save_freq: verl 0.9.1's config has trainer.save_freq already: set it without the +"
+    assert lines[5] == ("override +trainer.save_freq: verl 0.9.1's config has trainer.save_freq already: "
+                        "set it without the +")
     assert lines[6].startswith("override engine: verl 0.9.1 refuses it: Could not find 'engine/nope'")
     # A component this config lacks is said so, with what was looked for elsewhere (the component moved whole).
     assert lines[7] == ("override actor_rollout_ref.fsdp_config.grad_offload: not in verl 0.9.1's config, which has "
@@ -125,8 +126,8 @@ def test_facts_of_another_shape_give_no_line_and_no_error():
 
 def test_verls_start_up_refusal_and_an_unexplained_compose_error_are_verls_words():
     facts = {"verl_version": "0.9.1", "startup": ["ValueError: [actor] both set", 3, "AssertionError: n"]}
-    assert checks.startup(facts) == ["verl 0.9.1's start-up checks would refuse the config: ValueError: [actor] both set",
-                                     "verl 0.9.1's start-up checks would refuse the config: AssertionError: n"]
+    refuse = "verl 0.9.1's start-up checks would refuse the config: "
+    assert checks.startup(facts) == [refuse + "ValueError: [actor] both set", refuse + "AssertionError: n"]
     assert checks.compose_error({"compose_error": "Error parsing override 'x=['"}) == (
         "verl rejected the job's config: Error parsing override 'x=['")
 
@@ -136,7 +137,8 @@ def test_one_message_names_every_problem_on_one_line():
     assert checks.verdict("s-1", "the head", [None, "override a.b: gone"]) == (
         "s-1: the preflight on the head: override a.b: gone (nothing submitted)")
     message = checks.verdict("s-1", "worker 10.0.0.11", [*checks.refused(REFUSED), None, "verl says no"])
-    assert message.startswith("s-1: the preflight on worker 10.0.0.11 found 9 problems (nothing submitted): (1) override ")
+    assert message.startswith("s-1: the preflight on worker 10.0.0.11 found 9 problems (nothing submitted): "
+                              "(1) override ")
     assert "; (9) verl says no" in message and "\n" not in message
 
 
@@ -251,6 +253,7 @@ def test_rollout_replicas_and_the_sync_step_are_checked_and_only_for_verls_v1_tr
     [line] = checks.batches("grpo", rl_facts(**sync))
     assert line.startswith("data.train_batch_size=8 is not a multiple of "
                            "trainer.v1.separate_async.parameter_sync_step=3: ")
-    assert checks.batches("grpo", rl_facts(**{"trainer.v1.separate_async.parameter_sync_step": 3})) == []  # not its mode
+    # not its mode
+    assert checks.batches("grpo", rl_facts(**{"trainer.v1.separate_async.parameter_sync_step": 3})) == []
     legacy = rl_facts(**{"trainer.use_v1": False, "trainer.n_gpus_per_node": 6})
     assert checks.batches("grpo", legacy) == []  # main_ppo_v0: other code, not judged by these rules

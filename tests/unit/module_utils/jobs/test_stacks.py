@@ -21,8 +21,10 @@ NODES = [{"node_id": "aa11", "node_ip": "198.18.0.10", "state": "ALIVE"},
          {"node_id": "bb22", "node_ip": W1, "state": "ALIVE"},
          {"node_id": "cc33", "node_ip": W2, "state": "ALIVE"}]
 ACTORS = [
-    {"actor_id": "x1", "class_name": "TrainingWorker", "state": "ALIVE", "job_id": JOB_ID, "node_id": "bb22", "pid": 4711},
-    {"actor_id": "x2", "class_name": "TrainingWorker", "state": "ALIVE", "job_id": JOB_ID, "node_id": "cc33", "pid": 4712},
+    {"actor_id": "x1", "class_name": "TrainingWorker", "state": "ALIVE", "job_id": JOB_ID, "node_id": "bb22",
+     "pid": 4711},
+    {"actor_id": "x2", "class_name": "TrainingWorker", "state": "ALIVE", "job_id": JOB_ID, "node_id": "cc33",
+     "pid": 4712},
     {"actor_id": "x3", "class_name": "Evaluator", "state": "DEAD", "job_id": JOB_ID, "node_id": "cc33", "pid": 4650},
     {"actor_id": "x4", "class_name": "OtherJobs", "state": "ALIVE", "job_id": "03000000", "node_id": "bb22", "pid": 99},
 ]
@@ -386,7 +388,8 @@ def test_alike_processes_are_told_once_and_the_summary_is_bounded():
     names = [{"role": "actor", "name": f"Worker{i}" * 20, "pid": i, "node_ip": W1, "text": "", "why": None}
              for i in range(100)]
     told = stacks.summarize(names)
-    assert len(told["summary"]) <= stacks.SUMMARY_WIDTH and all(len(line) <= stacks.LINE_WIDTH for line in told["lines"])
+    assert len(told["summary"]) <= stacks.SUMMARY_WIDTH
+    assert all(len(line) <= stacks.LINE_WIDTH for line in told["lines"])
 
 
 def test_reading_a_stack_is_linear_in_its_size():

@@ -102,7 +102,8 @@ def test_an_untrusted_status_json_is_rebuilt_and_kept_beside_the_new_one(tmp_pat
     # A second untrusted file is kept too, beside the first.
     (out / "status.json").write_bytes(b"\xff second")
     record.save_status(record.status())
-    assert sorted(p.read_bytes() for p in out.glob("status.json.untrusted-*")) == sorted([content.encode(), b"\xff second"])
+    kept = sorted(p.read_bytes() for p in out.glob("status.json.untrusted-*"))
+    assert kept == sorted([content.encode(), b"\xff second"])
 
 
 def test_a_status_json_that_cannot_be_read_is_never_replaced(tmp_path):

@@ -163,8 +163,8 @@ def test_a_dead_node_is_skipped_and_noted_and_what_an_earlier_copy_got_from_it_i
     assert read(job, "10.0.0.11", name("a", 1)) == "w1 at the hang\nw1 at the end\n"
     assert read(job, "10.0.0.12", name("b", 2)) == "w2 at the hang\n"
     readme = read(job, "README")
-    assert ("10.0.0.12/ (node n-w2):\n  kept from an earlier copy: " + name("b", 2) + "\n  skipped: node n-w2 cannot be "
-            "read: Ray's log API: node n-w2 is not reachable\n") in readme
+    assert ("10.0.0.12/ (node n-w2):\n  kept from an earlier copy: " + name("b", 2)
+            + "\n  skipped: node n-w2 cannot be read: Ray's log API: node n-w2 is not reachable\n") in readme
     assert result["hosts"]["10.0.0.12"]["kept"] == [name("b", 2)]
 
 
@@ -307,8 +307,8 @@ def test_the_client_lists_only_the_jobs_worker_logs_of_a_node(monkeypatch):
             return None
 
         def json(self):
-            return {"result": True, "data": {"result": {"worker_out": [name("a", 1)], "worker_err": [name("a", 1, "err")],
-                                                        "bad": "not a list"}}}
+            listing = {"worker_out": [name("a", 1)], "worker_err": [name("a", 1, "err")], "bad": "not a list"}
+            return {"result": True, "data": {"result": listing}}
 
     monkeypatch.setattr(requests, "get", lambda url, **kwargs: urls.append(url) or Listed())
     client = JobClient("http://h:8265", None, client=object())
