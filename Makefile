@@ -35,9 +35,9 @@ lint: venv
 	$(BIN)/ruff check .
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/ansible-lint
 
-# Ansible's sanity tests validate-modules and ansible-doc on a collection-shaped copy of the plugins in a temporary
-# folder (scripts/sanity.py); tests/sanity/ignore.txt lists what they may find, each line with why. Their venvs are
-# made once, from PyPI, under ~/.ansible/test/.
+# Ansible's sanity tests (all but pylint: validate-modules, ansible-doc, pep8, import, ...) on a collection-shaped
+# copy of the plugins in a temporary folder (scripts/sanity.py); tests/sanity/ignore.txt lists what they may find,
+# each line with why. Their venvs are made once, from PyPI, under ~/.ansible/test/.
 sanity: venv
 	$(BIN)/python scripts/sanity.py
 
