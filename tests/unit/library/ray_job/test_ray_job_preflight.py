@@ -278,7 +278,8 @@ def test_a_batch_verl_would_split_unevenly_once_placed_is_refused_from_the_head(
     code, out = submit(capsys, ray_config, grpo(ray_config))
     assert code == 1, out
     assert out["msg"].startswith(f"{GRPO_SID}: the preflight on the head: "
-                                 "actor_rollout_ref.actor.ppo_mini_batch_size=8 x actor_rollout_ref.rollout.n=5 = 40 rows a mini-batch, which do not split evenly")
+                                 "actor_rollout_ref.actor.ppo_mini_batch_size=8 x actor_rollout_ref.rollout.n=5 "
+                                 "= 40 rows a mini-batch, which do not split evenly")
     assert not ray.submitted and not os.path.exists(record(ray_config, GRPO_SID))
 
 
