@@ -328,18 +328,13 @@ def convert(text, name, command=None, spec_name=None):
     script = verl_script.read_script(text, name, command)
     trainer = _choose(script, command, name)
     job = _Import(name, trainer)
-    args = []
-    for word in trainer.args:
-        key, eq = _key(word)
-        if key is None:
-            u = word.unknowns[0]
-            if u.args and len(word.pieces) == 1:
-                job.say(word.line, f"{u.raw}: left out: {u.why}; give yours to the spec as overrides")
-                continue
+    args = list(trainer.args)
+    for word in args:
+        u = word.unknowns[0] if _key(word)[0] is None else None
+        if u is not None and not (u.args and len(word.pieces) == 1):
             raise ScriptError(name, word.line, f"{u.raw} ({u.why}) may hand the trainer any key, the estimator and "
                               "the others the spec owns too: set it in the script, or take it out and give what it "
                               "holds as -e overrides")
-        args.append(word)
     workload, said, kept_estimator = _workload(trainer, args, name)
     job.spec["workload"] = workload
     job.say(trainer.command.line, f"trainer command {trainer.number} of {len(script.trainers)}: {said}")
@@ -353,7 +348,10 @@ def convert(text, name, command=None, spec_name=None):
     while args:
         word = args.pop(0)
         key, eq = _key(word)
-        if word.text.startswith("-"):
+        if key is None:  # the script's own arguments, $@: read as none
+            job.say(word.line, f"{word.unknowns[0].raw}: left out: {word.unknowns[0].why}; give yours to the spec "
+                    "as overrides")
+        elif word.text.startswith("-"):
             job.flag(word, args, workload, trainer.module)
         elif (not eq or not key) and not word.text.startswith("~"):  # ~key alone is hydra's deletion
             why = job.note(word.pieces, word.line)
@@ -379,8 +377,10 @@ def convert(text, name, command=None, spec_name=None):
                     "never run")
     for default, lines in sorted(job.defaults.items(), key=lambda kv: (kv[0].line, kv[0].name)):
         job.lines.append(f"line {default.line}: {default.name} is not set by the script: its default there is taken "
-                         f"(used on line {', '.join(map(str, sorted(lines)))}; the environment of whoever ran the "
-                         "script could have set it)")
+                         f"(used on line {', '.join(map(str, sorted(lines)))})")
+    if job.defaults:
+        job.lines.append("the defaults taken are the script's own: where your environment set those names when you "
+                         "ran it, give their values to the spec (or with -e)")
     for (raw, why), lines in job.unknown.items():
         job.lines.append(f"{conventions.one_line(raw, 80)} (line {', '.join(map(str, sorted(lines)))}): {why}: "
                          "left as the script wrote it, for you")

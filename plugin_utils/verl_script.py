@@ -421,8 +421,7 @@ class _Reader:
                 for item in v.items[len(start):]:
                     items.append(tuple(replace(p, maybe=p.maybe or f"passed only {label}, {why}") for p in item))
             return Var(items=tuple(items), line=line, exported=exported)
-        return Var(line=line, exported=exported,
-                   doubt=f"the branches of the script (set on line {line}) leave it different: {why}")
+        return Var(line=line, exported=exported, doubt=f"set differently by the script's branches (line {line}), {why}")
 
     # ---- compound commands
 
@@ -877,7 +876,7 @@ class _Reader:
 
 
 def _because(unknown):
-    return f"which depends on {unknown.raw} (line {unknown.line}), {unknown.why}"
+    return f"which depend on {unknown.raw} (line {unknown.line}), {unknown.why}"
 
 
 def command_name(command):
