@@ -249,7 +249,7 @@ class _Import:
                                   "as overrides)")
             return self.say(word.line, f"{shown}: left out: verl's own config folder, which the spec composes")
         if flag in _CONFIG_NAME:
-            config = value[:-5] if value.endswith(".yaml") else value
+            config = value.removesuffix(".yaml")
             names = CONFIG_NAMES[workload]
             if config not in names:
                 known = ", ".join(f"{n} ({', '.join(o) or 'its own'})" for n, o in names.items())
@@ -270,7 +270,7 @@ def _first(launches):
     def rank(launch):
         verl = (launch.module or launch.why or "").startswith("verl") or "runs verl" in (launch.why or "")
         return (not verl, launch.module is not None)
-    return sorted(launches, key=rank)[0]
+    return min(launches, key=rank)
 
 
 def _choose(script, command, name):
@@ -400,8 +400,9 @@ def _launcher(job, trainer):
             value_word = word if eq else words.pop(0)
             text = value if eq else value_word.text
             job.set_field(flag, LAUNCHER_SIZE[flag], value_word, text, word.line)
-        else:
-            rest.append(word.text)
+        else:  # an env NAME=value before the trainer is its environment (said above), never shown here
+            assign = verl_script.ASSIGN.match(word.text)
+            rest.append(f"{assign.group(1)}=..." if assign else word.text)
     if rest:
         job.say(trainer.command.line, f"{' '.join(rest)}: left out: the launcher (Ray starts the trainer with the "
                 "cluster's ray_config.python)")

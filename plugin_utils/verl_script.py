@@ -30,16 +30,37 @@ one mark (never a pass over every variable), and values larger than MAX_VALUE ar
 import os
 import re
 from dataclasses import dataclass, replace
+from typing import ClassVar
 
 from ansible.module_utils.base import redaction
 
-from plugin_utils.shell_lexer import (ASSIGN, MAX_BYTES, MAX_DEPTH, NAME, SPECIAL, AndOr, Arith, ArithCommand,
-                                      ArrayWord, Case, Function, Group, If, Lit, Loop, Opaque, Pipeline, ScriptError,
-                                      Sequence, Simple, read)
+from plugin_utils.shell_lexer import (
+    ASSIGN,
+    MAX_BYTES,
+    MAX_DEPTH,
+    NAME,
+    SPECIAL,
+    AndOr,
+    Arith,
+    ArithCommand,
+    ArrayWord,
+    Case,
+    Function,
+    Group,
+    If,
+    Lit,
+    Loop,
+    Opaque,
+    Pipeline,
+    ScriptError,
+    Sequence,
+    Simple,
+    read,
+)
 from plugin_utils.shell_lexer import parse as parse_syntax
 
-__all__ = ("MAX_BYTES", "NOT_SET", "SCRIPT_ARGS", "Command", "command_name", "Default", "Launch", "Piece", "Script", "ScriptError",
-           "Trainer", "Unknown", "Var", "Word", "read", "read_script")
+__all__ = ("ASSIGN", "MAX_BYTES", "NOT_SET", "SCRIPT_ARGS", "Command", "Default", "Launch", "Piece", "Script",
+           "ScriptError", "Trainer", "Unknown", "Var", "Word", "command_name", "read", "read_script")
 
 NOT_SET = "not set by the script (it would come from the environment of whoever runs it)"
 SCRIPT_ARGS = "the script's arguments (read here as run without any)"
@@ -194,7 +215,7 @@ class Script:
 class _Frame:
     """The variables one branch (or subshell) sets over its parent's; stopped: exit, return or break ran here."""
 
-    __slots__ = ("parent", "vars", "stopped", "depth")
+    __slots__ = ("depth", "parent", "stopped", "vars")
 
     def __init__(self, parent):
         self.parent, self.vars, self.stopped = parent, {}, None
@@ -352,8 +373,8 @@ class _Reader:
         raise AssertionError(node)
 
     def _unknown_status(self, why):
+        """An exit status not known here (None), and why."""
         self.why = why
-        return None
 
     def _and_or(self, node):
         result = self.status(node.first)
@@ -462,7 +483,7 @@ class _Reader:
                 if unknown is not None:
                     matched, why = None, why or _because(unknown)
                     break
-                if re.fullmatch(_glob_regex(pieces), subject.text, re.S):
+                if re.fullmatch(_glob_regex(pieces), subject.text, re.DOTALL):
                     matched = True
                     break
             if matched is False:
@@ -867,12 +888,27 @@ class _Reader:
                         env[name] = var if not self.forgot or var.seq > self.forgot[0] else \
                             replace(var, doubt=f"line {self.forgot[1]} ({self.forgot[2]}) may change it")
             frame = frame.parent
+        after_env = False  # env NAME=value ... python3: those NAME=value are the trainer's environment
         for word in launch.launcher:
             m = ASSIGN.match(word.text)
-            if m and word is not launch.launcher[-1] and launch.launcher[0].text == "env":
-                env[m.group(1)] = Var(word.pieces, word.line, True)
+            if after_env and m:
+                env[m.group(1)] = Var(_merged(_after(word.pieces, m.end())), word.line, True)
+                continue
+            after_env = not word.unknowns and os.path.basename(word.text) == "env"
         env.update(prefix)
         return dict(sorted(env.items(), key=lambda kv: (kv[1].line, kv[0])))
+
+
+def _after(pieces, n):
+    """pieces without their first n characters of text."""
+    out = []
+    for p in pieces:
+        if n >= len(p.text) and p.unknown is None:
+            n -= len(p.text)
+            continue
+        out.append(replace(p, text=p.text[n:]) if n and p.unknown is None else p)
+        n = 0
+    return out
 
 
 def _because(unknown):
@@ -1040,7 +1076,7 @@ class _Test:
     """test's (and [[ ]]'s) expressions over known strings: ! ( ) -a -o && ||, -n -z, = == != < >, -eq ... -ge; a
     file test or a pattern is not decided (ValueError)."""
 
-    _INT_OPS = {"-eq": int.__eq__, "-ne": int.__ne__, "-lt": int.__lt__, "-le": int.__le__, "-gt": int.__gt__,
+    _INT_OPS: ClassVar = {"-eq": int.__eq__, "-ne": int.__ne__, "-lt": int.__lt__, "-le": int.__le__, "-gt": int.__gt__,
                 "-ge": int.__ge__}
 
     def __init__(self, args, double):

@@ -88,7 +88,7 @@ def unfaithful(script, imported, argv):
     module_at = next(i for i, a in enumerate(argv) if a.startswith(("verl.", "-mverl.")) or "verl/trainer/" in a)
     module = argv[module_at].removeprefix("-m")
     launcher, args = argv[:module_at], argv[module_at + 1:]
-    spec, report = imported.spec, "\n".join(imported.lines)
+    spec = imported.spec
     # The workload: the trainer's and the estimator's.
     estimators = [a.partition("=")[2].strip("'\"") for a in args if _key(a).lstrip("+") == owned.ESTIMATOR]
     estimator = estimators[-1] if estimators else verl_import.VERL_DEFAULT_ESTIMATOR
