@@ -329,10 +329,12 @@ def convert(text, name, command=None, spec_name=None):
     trainer = _choose(script, command, name)
     job = _Import(name, trainer)
     args = list(trainer.args)
-    for word in args:
+    for at, word in enumerate(args):
         u = word.unknowns[0] if _key(word)[0] is None else None
-        if u is not None and not (u.args and len(word.pieces) == 1):
-            raise ScriptError(name, word.line, f"{u.raw} ({u.why}) may hand the trainer any key, the estimator and "
+        flag_value = at and args[at - 1].text in _CONFIG_NAME + _CONFIG_PATH  # said by flag() below
+        if u is not None and not (u.args and len(word.pieces) == 1) and not flag_value:
+            where = f"line {u.line}: " if u.line != word.line else ""
+            raise ScriptError(name, word.line, f"{u.raw} ({where}{u.why}) may hand the trainer any key, the estimator and "
                               "the others the spec owns too: set it in the script, or take it out and give what it "
                               "holds as -e overrides")
     workload, said, kept_estimator = _workload(trainer, args, name)

@@ -23,7 +23,7 @@ pieces, each literal text or an Unknown that says what it is and why it is not k
 
 Errors are ScriptError, one line naming the file, the line and the problem, never a value. The time is linear in the
 script's size: a variable's value is looked up through at most MAX_DEPTH scopes, what may change every value is
-one mark (never a pass over every variable), and values larger than MAX_VALUE are refused. Control host only
+one mark (never a pass over every variable), and values and words past MAX_WORK bytes in all are refused. Control host only
 (plugin_utils/verl_import.py makes a JobSpec of it).
 """
 
@@ -64,10 +64,9 @@ __all__ = ("ASSIGN", "MAX_BYTES", "NOT_SET", "SCRIPT_ARGS", "Command", "Default"
 
 NOT_SET = "not set by the script (it would come from the environment of whoever runs it)"
 SCRIPT_ARGS = "the script's arguments (read here as run without any)"
-# A launch script's values are a few times its size: what grows past these (a value doubled line after line, values
-# copied again and again) is refused, so that the time stays linear in the script's size whatever it holds.
-MAX_VALUE = 4 * MAX_BYTES  # one value
-MAX_WORK = 16 * MAX_BYTES  # all the values the script sets, and all the words its commands are handed, together
+# A launch script's values and words are a few times its size: what grows past this (a value doubled line after line,
+# values copied again and again) is refused, so that the time stays linear in the script's size whatever it holds.
+MAX_WORK = 16 * MAX_BYTES  # the bytes of all the values the script sets and all the words its commands get
 _DECLARE = ("export", "declare", "typeset", "readonly", "local")
 _IFS = re.compile(r"[ \t\n]+")
 _INTEGER = re.compile(r"\s*[-+]?(?:0|[1-9][0-9]*)\s*")
@@ -78,6 +77,8 @@ _TORCH_RUN = ("torch.distributed.run", "torch.distributed.launch")
 _TORCHRUN_BOOL = ("--standalone", "--no-python", "--no_python", "--run-path", "--run_path", "--module")
 _PYTHON_VALUE = ("-X", "-W", "-Q")
 _WRAPPERS = ("exec", "nohup", "command", "time", "builtin")
+_UV_BOOL = ("--no-project", "--frozen", "--locked", "--isolated", "--no-sync", "--active", "--no-dev", "-q", "-v",
+            "--quiet", "--verbose", "--offline")
 
 
 @dataclass(frozen=True)
@@ -304,10 +305,7 @@ class _Reader:
         return var, var.doubt if var is not None else None
 
     def assign(self, name, var):
-        size = _size(var.pieces) + sum(_size(item) + 1 for item in var.items or ())
-        if size > MAX_VALUE:
-            self.fail(var.line, f"{name} grows past {MAX_VALUE} bytes: not a launch script")
-        self.spend(size, var.line)
+        self.spend(_size(var.pieces) + sum(_size(item) + 1 for item in var.items or ()), var.line)
         self.seq += 1
         self.frame.vars[name] = replace(var, seq=self.seq)
 
@@ -409,7 +407,7 @@ class _Reader:
             self.fail(None, f"branches nested more than {2 * MAX_DEPTH} deep: not a launch script")
         for label, run in branches:
             self.frame = _Frame(base)
-            self.maybe.append(f"{label}, {why}" if why else label)
+            self.maybe.append(f"{label} ({_undecided(why)})")
             run()
             self.maybe.pop()
             outcomes.append((label, self.frame))
@@ -440,9 +438,11 @@ class _Reader:
             items = list(start)
             for label, v in values:
                 for item in v.items[len(start):]:
-                    items.append(tuple(replace(p, maybe=p.maybe or f"passed only {label}, {why}") for p in item))
+                    items.append(tuple(replace(p, maybe=p.maybe or f"passed only {label} ({_undecided(why)})")
+                                       for p in item))
             return Var(items=tuple(items), line=line, exported=exported)
-        return Var(line=line, exported=exported, doubt=f"set differently by the script's branches (line {line}), {why}")
+        return Var(line=line, exported=exported,
+                   doubt=f"set differently by the script's branches (line {line}; {_undecided(why)})")
 
     # ---- compound commands
 
@@ -469,7 +469,7 @@ class _Reader:
         if len(branches) == 1:
             return self.status(orelse) if orelse else True
         self._fork(branches, why)
-        return self._unknown_status(f"the if of line {line} has branches not decided here")
+        return self._unknown_status(f"line {line}'s if is not decided here")
 
     def _case(self, node):
         """The first arm whose pattern matches runs; patterns not decided here make branches side by side."""
@@ -499,7 +499,7 @@ class _Reader:
         if len(branches) == 1:
             return True
         self._fork(branches, why)
-        return self._unknown_status(f"the case of line {node.line} is not decided here")
+        return self._unknown_status(f"line {node.line}'s case is not decided here")
 
     @staticmethod
     def _shown(pattern):
@@ -531,7 +531,8 @@ class _Reader:
             ok = True
             for word in prefix:
                 ok = self._assign_word(word, False) and ok
-            return True if ok else self._unknown_status("an assignment's status is its command substitution's")
+            return True if ok else self._unknown_status("an assignment's status is its command substitution's, "
+                                                        "never run")
         first = words[0].plain()
         if first in _DECLARE:
             return self._declare(first, words[1:], node.line)
@@ -565,14 +566,14 @@ class _Reader:
             if isinstance(word, ArrayWord):
                 continue
             var_name, _, parts = word.assignment()
-            env[var_name] = Var(self._value(parts), word.line, exported=True)
+            env[var_name] = Var(self._value(parts), line=word.line, exported=True)
         command = Command(node.line, tuple(expanded), tuple((r.line, r.text) for r in node.redirects),
                           "; ".join(self.maybe) or None)
         self.commands.append(command)
         self._launch(command, env)
         if name == "exec" and len(expanded) > 1:
             self.frame.stopped = "exit"
-        return self._unknown_status(f"the status of {command_name(command)} (never run)")
+        return self._unknown_status(f"the status of {command_name(command)}, never run")
 
     def _assign_word(self, word, exported):
         """NAME=value, NAME+=value, NAME=(...) or NAME+=(...): False when its status is not known (a $(...))."""
@@ -636,7 +637,8 @@ class _Reader:
                     self.assign(plain, replace(old, exported=False))
                 elif export:  # export NAME of a NAME the script never set: the caller's, exported
                     self.assign(plain, replace(old, exported=True) if old is not None else
-                                Var((Piece("$" + plain, False, Unknown("$" + plain, NOT_SET, line)),), line, True))
+                                Var((Piece("$" + plain, False, Unknown("$" + plain, NOT_SET, line)),),
+                                    line=line, exported=True))
             else:
                 self.forget(line, builtin)
         return True
@@ -785,7 +787,7 @@ class _Reader:
             return "scalar", tuple(replace(p, quoted=False) for p in value)
         pieces = self._word_pieces(part, default)
         if op[-1] == "=":
-            self.assign(name, Var(tuple(replace(p, quoted=False) for p in pieces), part.line,
+            self.assign(name, Var(tuple(replace(p, quoted=False) for p in pieces), line=part.line,
                                   exported=bool(var and var.exported)))
         return "scalar", pieces
 
@@ -892,7 +894,7 @@ class _Reader:
         for word in launch.launcher:
             m = ASSIGN.match(word.text)
             if after_env and m:
-                env[m.group(1)] = Var(_merged(_after(word.pieces, m.end())), word.line, True)
+                env[m.group(1)] = Var(_merged(_after(word.pieces, m.end())), line=word.line, exported=True)
                 continue
             after_env = not word.unknowns and os.path.basename(word.text) == "env"
         env.update(prefix)
@@ -912,7 +914,11 @@ def _after(pieces, n):
 
 
 def _because(unknown):
-    return f"which depend on {unknown.raw} (line {unknown.line}), {unknown.why}"
+    return f"{unknown.raw} (line {unknown.line}) is {unknown.why}"
+
+
+def _undecided(why):
+    return f"not decided here: {why}" if why else "not decided here"
 
 
 def command_name(command):
@@ -954,16 +960,26 @@ def _launch_of(command):
         return Launch(command, None, tuple(words[:k + 1]), (), f"{word.unknowns[0].raw} is {word.unknowns[0].why}")
     base = os.path.basename(word.text)
     if base == "uv" and k + 1 < len(words) and words[k + 1].text == "run":
-        return _module_of(command, words, k + 1, python=True)
+        k += 2  # uv run [its options] python ... (or uv run -m module)
+        while k < len(words) and words[k].text.startswith("-") and words[k].text not in ("-m", "--module"):
+            k += 1 if "=" in words[k].text or words[k].text in _UV_BOOL else 2
+        if k < len(words) and words[k].text in ("-m", "--module"):
+            return _module_of(command, words, k - 1, python=True)
+        return _after_launcher(command, words, k)
     if base == "ray" and [w.text for w in words[k + 1:k + 3]] == ["job", "submit"]:
         rest = next((j for j in range(k + 3, len(words)) if words[j].text == "--"), None)
         if rest is None:
             return None
-        inner = _launch_of(replace(command, words=tuple(words[rest + 1:])))
-        return inner and replace(inner, launcher=tuple(words[:rest + 1]) + inner.launcher)
+        return _after_launcher(command, words, rest + 1)
     if _PYTHON.fullmatch(base) or base == "torchrun":
         return _module_of(command, words, k, python=base != "torchrun")
     return None
+
+
+def _after_launcher(command, words, k):
+    """The launch of the words from k on (after uv run, ray job submit --): the words before are its launcher's."""
+    launch = _launch_of(replace(command, words=tuple(words[k:])))
+    return launch and replace(launch, command=command, launcher=tuple(words[:k]) + launch.launcher)
 
 
 def _module_of(command, words, k, python):
@@ -972,7 +988,7 @@ def _module_of(command, words, k, python):
     while j < len(words):
         word = words[j]
         text = word.text
-        if word.unknowns and not text.startswith("-"):
+        if word.unknowns and not text.startswith("-") and not _MODULE_FILE.fullmatch(text):
             return Launch(command, None, tuple(words[:j + 1]), (),
                           f"{word.unknowns[0].raw} (line {word.line}) is {word.unknowns[0].why}")
         if text in ("-m", "--module") and j + 1 < len(words):
