@@ -16,6 +16,7 @@ one line naming the file, the line and the problem, never a value.
 import bisect
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
 MAX_BYTES = 1 << 20  # a launch script is a page; the spec files' own limit (safe_yaml.MAX_BYTES)
 MAX_DEPTH = 100  # quotes, expansions and commands nested deeper than this are not a launch script's
@@ -29,12 +30,17 @@ RESERVED = {"if", "then", "elif", "else", "fi", "case", "esac", "for", "select",
 _BLANK = " \t\r"  # \r too: a script saved with CRLF line ends reads as it was meant
 _ENDS_WORD = " \t\r\n;&|()<>"
 _PLAIN = re.compile(r"[^ \t\r\n;&|()<>\\'\"$`~]+")  # unquoted text that ends no word and starts no expansion
+_PLAIN_WORD = re.compile(r"[^ \t\r\n;&|()<>\\'\"$`~]+(?=[ \t\r\n;&|)<>]|\Z)")  # a word that is all plain text
 _PLAIN_DQ = re.compile(r"[^\"\\$`]+")  # text inside double quotes
 _PLAIN_BRACE = re.compile(r"[^}\\'\"$`~]+")  # the word of ${NAME:-word}, unquoted: blanks are part of it
 _PLAIN_BRACE_DQ = re.compile(r"[^}\"\\$`]+")  # that word inside double quotes ('...' is literal there)
 _REDIRECT = re.compile(r"[0-9]*(?:&>>|<<-|<<<|&>|<<|>>|>&|<&|>\||<>|<|>)")
 _DUP_TARGET = re.compile(r"[0-9]+-?|-")
-_OPERATORS = (";;&", ";;", ";&", "&&", "||", "|&", ";", "&", "|", "(", ")")
+# What starts most tokens, in one match (the blanks after it too): a word that is all plain text (not before a
+# redirection nor an array's parenthesis), blanks and continuations, a newline, an operator, a comment, a redirection.
+_TOKEN = re.compile(r"""(?P<word>[^ \t\r\n;&|()<>\\'"$`~\#][^ \t\r\n;&|()<>\\'"$`~]*)(?=[ \t\r\n;&|)]|\Z)[ \t\r]*
+    |(?P<blank>(?:[ \t\r]|\\\n)+)|(?P<nl>\n)|(?P<op>;;&|;;|;&|&&|\|\||\|&|;|&(?!>)|\||\(|\))[ \t\r]*
+    |(?P<comment>\#[^\n]*)|(?P<redirect>[0-9]*(?:&>>|<<-|<<<|&>|<<|>>|>&|<&|>\||<>|<|>))""", re.VERBOSE)
 _PARAM_OPS = (":-", ":=", ":+", ":?", "-", "=", "+", "?")
 _TILDE = re.compile(r"~[A-Za-z0-9._+-]*")
 _SPECIAL_NAME = re.compile(r"[0-9]+|[@*#?$!0-]")
@@ -50,8 +56,7 @@ class ScriptError(ValueError):
 # ---------------------------------------------------------------- the parts of a word
 
 
-@dataclass(frozen=True)
-class Lit:
+class Lit(NamedTuple):
     """Literal text; quoted: inside quotes (or escaped), so never split nor a pattern."""
 
     text: str
@@ -59,8 +64,7 @@ class Lit:
     line: int
 
 
-@dataclass(frozen=True)
-class Param:
+class Param(NamedTuple):
     """$NAME, ${NAME}, ${NAME op word} (op one of :- - := = :+ + :? ?), ${#NAME} (op '#'), ${NAME[index]}; name may be
     a digit string or one of SPECIAL. word: its parts (None when op takes none)."""
 
@@ -73,8 +77,7 @@ class Param:
     line: int
 
 
-@dataclass(frozen=True)
-class Arith:
+class Arith(NamedTuple):
     """$((text)): evaluated over the integers the script has set."""
 
     text: str
@@ -83,8 +86,7 @@ class Arith:
     line: int
 
 
-@dataclass(frozen=True)
-class Opaque:
+class Opaque(NamedTuple):
     """What cannot be known without running something: raw is how it is shown (a command substitution shows only
     its first word), why says what it is."""
 
@@ -94,8 +96,7 @@ class Opaque:
     line: int
 
 
-@dataclass(frozen=True)
-class Word:
+class Word(NamedTuple):
     parts: tuple
     line: int
 
@@ -115,8 +116,7 @@ class Word:
         return m.group(1), bool(m.group(2)), ((Lit(rest, False, first.line),) if rest else ()) + self.parts[1:]
 
 
-@dataclass(frozen=True)
-class ArrayWord:
+class ArrayWord(NamedTuple):
     """NAME=( item ... ) or NAME+=( ... ): items are Words."""
 
     name: str
@@ -131,17 +131,15 @@ class ArrayWord:
         return None
 
 
-@dataclass(frozen=True)
-class Op:
+class Op(NamedTuple):
     text: str
     line: int
 
 
-@dataclass(frozen=True)
-class Redirect:
+class Redirect(NamedTuple):
     text: str  # the operator as written, with its file descriptor (2>&1, >, <<)
     line: int
-    target: Word | None
+    target: object  # a Word, or None
 
 
 def read(path, name=None):
@@ -177,13 +175,22 @@ class Lexer:
 
     def __init__(self, text, name):
         self.t, self.name, self.n = text, name, len(text)
+        self._at, self._line = 0, 1  # the line of the furthest position asked for: the next is counted from there
+        self._newlines = None  # every newline's position, made once for the positions asked for out of order
         nul = text.find("\0")
-        self._newlines = [m.start() for m in re.finditer("\n", text)]
         if nul >= 0:
             self.fail(nul, "holds a NUL byte: not a launch script")
 
     def line(self, pos):
-        return bisect.bisect_left(self._newlines, pos) + 1
+        """The line of pos: counted on from the furthest position asked for (each newline counted once), or
+        looked up in the list of newlines for a position before it."""
+        if pos < self._at:
+            if self._newlines is None:
+                self._newlines = [m.start() for m in re.finditer("\n", self.t)]
+            return bisect.bisect_left(self._newlines, pos) + 1
+        self._line += self.t.count("\n", self._at, pos)
+        self._at = pos
+        return self._line
 
     def fail(self, pos, problem):
         raise ScriptError(self.name, self.line(pos), problem)
@@ -191,23 +198,22 @@ class Lexer:
     def tokens(self):
         t, i, out, heredocs = self.t, 0, [], []
         while i < self.n:
-            c = t[i]
-            if c == "\\" and t.startswith("\n", i + 1):
-                i += 2
-            elif c in _BLANK:
-                i += 1
-            elif c == "\n":
+            m = _TOKEN.match(t, i)
+            kind = m.lastgroup if m else None
+            if kind in ("blank", "comment"):  # a comment starts only where a word would: here
+                i = m.end()
+            elif kind == "nl":
                 out.append(Op("\n", self.line(i)))
                 i = self._skip_heredocs(i + 1, heredocs)
-            elif c == "#":  # a comment starts only where a word would
-                end = t.find("\n", i)
-                i = self.n if end < 0 else end
-            elif c in "<>" or (c.isdigit() or c == "&") and _REDIRECT.match(t, i):
+            elif kind == "redirect":
                 i = self._redirect(i, out, heredocs)
-            elif c in ";&|()":
-                op = next(o for o in _OPERATORS if t.startswith(o, i))
-                out.append(Op(op, self.line(i)))
-                i += len(op)
+            elif kind == "op":
+                out.append(Op(m.group("op"), self.line(i)))
+                i = m.end()
+            elif kind == "word":
+                line = self.line(i)
+                out.append(Word((Lit(m.group("word"), False, line),), line))
+                i = m.end()
             else:
                 word, i = self._word(i, 0)
                 out.append(word)
@@ -254,6 +260,10 @@ class Lexer:
     def _word(self, i, depth):
         """The word at i (unquoted context): its parts and the index after it."""
         t, start = self.t, i
+        m = _PLAIN_WORD.match(t, i)
+        if m and not (t.startswith("(", m.end()) and ASSIGN.fullmatch(m.group())):  # most words: one plain run
+            line = self.line(i)
+            return Word((Lit(m.group(), False, line),), line), m.end()
         parts = _Parts(self)
         assign = ASSIGN.match(t, i)
         assign_end = assign.end() if assign else -1
@@ -683,25 +693,26 @@ class Parser:
     """Tokens into commands, as bash groups them (reserved words only where a command starts)."""
 
     def __init__(self, tokens, name, lexer):
-        self.toks, self.i, self.name, self.lexer, self.depth = tokens, 0, name, lexer, 0
+        self.end = Op("", tokens[-1].line if tokens else 1)  # after the last token: no operator, no word
+        self.toks, self.i, self.name, self.lexer, self.depth = [*tokens, self.end], 0, name, lexer, 0
 
     def fail(self, line, problem):
         raise ScriptError(self.name, line, problem)
 
     def peek(self):
-        return self.toks[self.i] if self.i < len(self.toks) else None
+        tok = self.toks[self.i]
+        return None if tok is self.end else tok
 
     def _line(self):
-        tok = self.peek()
-        return tok.line if tok is not None else (self.toks[-1].line if self.toks else 1)
+        return self.toks[self.i].line
 
     def _is_op(self, *texts):
-        tok = self.peek()
-        return isinstance(tok, Op) and tok.text in texts
+        tok = self.toks[self.i]
+        return tok.__class__ is Op and tok.text in texts
 
     def _is_word(self, *texts):
-        tok = self.peek()
-        return isinstance(tok, Word) and tok.plain() in texts
+        tok = self.toks[self.i]
+        return tok.__class__ is Word and tok.plain() in texts
 
     def _expect(self, text, what):
         if not (self._is_word(text) or self._is_op(text)):

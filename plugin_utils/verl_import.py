@@ -52,6 +52,10 @@ NOT_TAKEN = {"checkpoint_dir": "the spec keeps checkpoints in the job's own reco
 # torchrun's flags that say how big the job is; Ray places the job, so its other flags mean nothing to a spec.
 LAUNCHER_SIZE = {"--nnodes": "resources.nnodes", "--nproc_per_node": "resources.n_gpus_per_node",
                  "--nproc-per-node": "resources.n_gpus_per_node"}
+OTHERS_SHOWN = 50  # the other commands the report names one a line; the rest are counted
+# The longest value written into a spec from a script (an override, a field, an env value): a path is at most 4096,
+# a list of files a few times that; a longer one is left for the user, shortened, never written whole.
+MAX_WRITTEN = 16384
 _CONFIG_NAME = ("--config-name", "-cn")
 _CONFIG_PATH = ("--config-path", "-cp", "--config-dir", "-cd")
 _OVERRIDE_ITEM = next(f for f in SPEC_FIELDS if f.name == "overrides").item
@@ -105,6 +109,11 @@ def _problem(err):
     return str(err).split("': ", 1)[-1]
 
 
+def _shown(text):
+    """A value as a comment shows it: whole up to a line's worth, else its start."""
+    return text if text is None or len(text) <= 200 else text[:200] + "..."
+
+
 def _key(word):
     """(key, has '=') of a word, the key being what comes before its first '='; key None when an unknown part comes
     first (the key itself is not known)."""
@@ -146,6 +155,7 @@ class _Import:
     def leave(self, kind, source, key, value, line, why):
         """Written into the spec as a comment at its place, with why (once: the critic's model path is the actor's
         again); said in the report."""
+        value = _shown(value)
         if not any(left[:2] == (key, value) for left in self.left[kind]):
             self.left[kind].append((key, value, f"line {line}: {source}: {conventions.one_line(why, 200)}"))
         target = f"env.{key}" if kind == "env" else key
@@ -154,6 +164,8 @@ class _Import:
     def note(self, pieces, line):
         """Remember where the values in pieces came from (a default taken, something unknown); why they cannot be
         taken as they are, or None."""
+        if sum(len(p.text) for p in pieces) > MAX_WRITTEN:
+            return f"longer than {MAX_WRITTEN} characters: never written into a spec (the script has it on line {line})"
         unknowns = [p.unknown for p in pieces if p.unknown is not None]
         for p in pieces:
             if p.default is not None:
@@ -208,9 +220,10 @@ class _Import:
                 check(_OVERRIDE_ITEM, text, "override")
             except JobSpecError as err:
                 why = _problem(err)
-        self.overrides.append((text, why and f"line {word.line}: {conventions.one_line(why, 240)}"))
+        self.overrides.append((_shown(text) if why else text, why and f"line {word.line}: "
+                               f"{conventions.one_line(why, 240)}"))
         if why:
-            return self.say(word.line, f"{text}: left for you, commented in the spec's overrides: {why}")
+            return self.say(word.line, f"{_shown(text)}: left for you, commented in the spec's overrides: {why}")
         return self.say(word.line, f"kept as an override: {text}")
 
     def env(self, name, var):
@@ -373,10 +386,12 @@ def convert(text, name, command=None, spec_name=None):
             job.override(word, workload)
     for line, redirect in trainer.command.redirects:
         job.say(line, f"{redirect}: left out: a redirection (the job's record keeps its driver log)")
-    for other in script.commands:
-        if other is not trainer.command:
-            job.say(other.line, f"{verl_script.command_name(other)}: left out: not the trainer command imported, "
-                    "never run")
+    others = [other for other in script.commands if other is not trainer.command]
+    for other in others[:OTHERS_SHOWN]:
+        job.say(other.line, f"{verl_script.command_name(other)}: left out: not the trainer command imported, never run")
+    if len(others) > OTHERS_SHOWN:
+        job.lines.append(f"{len(others) - OTHERS_SHOWN} more commands (up to line {others[-1].line}): left out, never "
+                         "run")
     for default, lines in sorted(job.defaults.items(), key=lambda kv: (kv[0].line, kv[0].name)):
         job.lines.append(f"line {default.line}: {default.name} is not set by the script: its default there is taken "
                          f"(used on line {', '.join(map(str, sorted(lines)))})")
@@ -437,8 +452,14 @@ def _yaml(spec, job, name, spec_name):
     out.append("overrides:" if spec["overrides"] else "overrides: []")
     out += [f"  - {_scalar(t)}" if why is None else f"  # - {json.dumps(t)}  # {why}" for t, why in job.overrides]
     text = "\n".join(out) + "\n"
-    try:  # what is written reads back as this spec, and validates: never a template, never a surprise
-        again = safe_yaml.load_text(text, name)
+    if len(text.encode()) > safe_yaml.MAX_BYTES:
+        raise ScriptError(name, None, f"the spec made from it would be larger than {safe_yaml.MAX_BYTES} bytes "
+                          f"({len(job.overrides)} overrides, {len(job.lines)} lines of report): not a launch script")
+    # What is written reads back as this spec, and validates: never a template, never a surprise. Its comment lines
+    # are left out of the reading (YAML skips them anyway; each is one line, its values JSON-escaped).
+    data = "\n".join(line for line in out if not line.lstrip().startswith("#")) + "\n"
+    try:
+        again = safe_yaml.load_text(data, name)
         check_fields(SPEC_FIELDS, again, "", complete=False)
         owned.check_env(again.get("env", {}))
         owned.check_overrides(again["overrides"], again["workload"])

@@ -30,7 +30,7 @@ one mark (never a pass over every variable), and values and words past MAX_WORK 
 import os
 import re
 from dataclasses import dataclass, replace
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 from ansible.module_utils.base import redaction
 
@@ -59,8 +59,8 @@ from plugin_utils.shell_lexer import (
 )
 from plugin_utils.shell_lexer import parse as parse_syntax
 
-__all__ = ("ASSIGN", "MAX_BYTES", "NOT_SET", "SCRIPT_ARGS", "Command", "Default", "Launch", "Piece", "Script",
-           "ScriptError", "Trainer", "Unknown", "Var", "Word", "command_name", "read", "read_script")
+__all__ = ("ASSIGN", "MAX_BYTES", "NOT_SET", "SCRIPT_ARGS", "Command", "Default", "Items", "Launch", "Piece",
+           "Script", "ScriptError", "Trainer", "Unknown", "Var", "Word", "command_name", "read", "read_script")
 
 NOT_SET = "not set by the script (it would come from the environment of whoever runs it)"
 SCRIPT_ARGS = "the script's arguments (read here as run without any)"
@@ -81,8 +81,7 @@ _UV_BOOL = ("--no-project", "--frozen", "--locked", "--isolated", "--no-sync", "
             "--quiet", "--verbose", "--offline")
 
 
-@dataclass(frozen=True)
-class Unknown:
+class Unknown(NamedTuple):
     """Something that would expand when the script ran, as the script wrote it ($HOME, $(date ...)), and why it is
     not known here; secret: a secret's name, never its value; args: the script's own arguments ($@)."""
 
@@ -93,16 +92,14 @@ class Unknown:
     args: bool = False
 
 
-@dataclass(frozen=True)
-class Default:
+class Default(NamedTuple):
     """${NAME:-word} (or -, :=, =, :+, +) of a NAME the script never sets: its default was taken on this line."""
 
     name: str
     line: int
 
 
-@dataclass(frozen=True)
-class Piece:
+class Piece(NamedTuple):
     """Part of a word: literal text, or an Unknown kept as written. quoted: safe from splitting and patterns;
     default: the default it came from; maybe: why it is passed only sometimes (an array item added in one branch)."""
 
@@ -113,8 +110,7 @@ class Piece:
     maybe: str | None = None
 
 
-@dataclass(frozen=True)
-class Word:
+class Word(NamedTuple):
     """One shell word after quote removal and the expansions the script itself makes known."""
 
     pieces: tuple
@@ -137,14 +133,13 @@ class Word:
         return next((p.maybe for p in self.pieces if p.maybe), None)
 
 
-@dataclass(frozen=True)
-class Var:
-    """A shell variable as the script leaves it: a scalar's pieces, or an array's items (tuples of pieces); the line
-    that set it; whether exported; doubt: why its value is not known here (then pieces and items mean nothing);
-    unset: the script unset it."""
+class Var(NamedTuple):
+    """A shell variable as the script leaves it: a scalar's pieces, or an array's Items; the line that set it;
+    whether exported; doubt: why its value is not known here (then pieces and items mean nothing); unset: the script
+    unset it."""
 
     pieces: tuple = ()
-    items: tuple | None = None
+    items: object = None  # Items, or None for a scalar
     line: int = 0
     exported: bool = False
     doubt: str | None = None
@@ -152,8 +147,43 @@ class Var:
     seq: int = 0
 
     def same(self, other):
-        return other is not None and (self.pieces, self.items, self.exported, self.doubt, self.unset) == \
-            (other.pieces, other.items, other.exported, other.doubt, other.unset)
+        if other is None or other is self:
+            return other is self
+        if (self.pieces, self.exported, self.doubt, self.unset) != (other.pieces, other.exported, other.doubt,
+                                                                    other.unset):
+            return False
+        a, b = self.items, other.items
+        return a is b or (a is not None and b is not None and a.count == b.count and a.all() == b.all())
+
+
+class Items(NamedTuple):
+    """An array's items (each a tuple of pieces), kept as the items it had before and those added to them, so that
+    appending costs what it adds, never what the array already holds (all() lays them out in order)."""
+
+    before: object  # Items, or None
+    added: tuple
+    count: int
+
+    def all(self):
+        runs, node = [], self
+        while node is not None:
+            runs.append(node.added)
+            node = node.before
+        return tuple(item for run in reversed(runs) for item in run)
+
+    def added_since(self, start):
+        """The items appended to start to make these (walking only what was added), or None when they are not."""
+        node, runs, floor = self, [], start.count if start is not None else 0
+        while node is not None and node is not start and node.count > floor:
+            runs.append(node.added)
+            node = node.before
+        if node is not start:
+            return None
+        return tuple(item for run in reversed(runs) for item in run)
+
+
+def _items(added, before=None):
+    return Items(before, tuple(added), (before.count if before is not None else 0) + len(added))
 
 
 @dataclass(frozen=True)
@@ -227,16 +257,26 @@ _BREAK = object()  # between the items of "${NAME[@]}": a word ends there even w
 
 
 def _merged(pieces):
-    """Adjacent literal pieces of one kind as one (a value built in many steps stays a few pieces)."""
-    out = []
+    """Adjacent literal pieces of one kind as one, each run's text joined once (a value built in many steps stays a
+    few pieces, in time linear in its size)."""
+    out, run = [], []
     for p in pieces:
-        last = out[-1] if out else None
-        if last is not None and p.unknown is None and last.unknown is None and \
-                (last.quoted, last.default, last.maybe) == (p.quoted, p.default, p.maybe):
-            out[-1] = replace(last, text=last.text + p.text)
-        elif p.text or p.quoted or p.unknown is not None:
+        if run and (p.unknown is not None or (p.quoted, p.default, p.maybe) != (run[0].quoted, run[0].default,
+                                                                                 run[0].maybe)):
+            out.append(run[0] if len(run) == 1 else run[0]._replace(text="".join(r.text for r in run)))
+            run = []
+        if p.unknown is not None:
             out.append(p)
+        elif p.text or p.quoted:
+            run.append(p)
+    if run:
+        out.append(run[0] if len(run) == 1 else run[0]._replace(text="".join(r.text for r in run)))
     return tuple(out)
+
+
+def _unquoted(pieces):
+    """A variable's value as it expands: open to splitting, whatever quotes it was set with."""
+    return tuple(p._replace(quoted=False) if p.quoted else p for p in pieces)
 
 
 def _size(pieces):
@@ -283,6 +323,7 @@ class _Reader:
         self.functions = 0
         self.why = None  # why the last status asked for is not known
         self.work = 0  # bytes of values and words made so far (MAX_WORK)
+        self.secrets = {}  # name: whether redaction calls it secret, asked once a name
 
     def fail(self, line, problem):
         raise ScriptError(self.name, line, problem)
@@ -305,14 +346,20 @@ class _Reader:
         return var, var.doubt if var is not None else None
 
     def assign(self, name, var):
-        self.spend(_size(var.pieces) + sum(_size(item) + 1 for item in var.items or ()), var.line)
+        self.spend(_size(var.pieces) + sum(_size(item) + 1 for item in var.items.added) if var.items is not None else
+                   _size(var.pieces), var.line)
         self.seq += 1
-        self.frame.vars[name] = replace(var, seq=self.seq)
+        self.frame.vars[name] = var._replace(seq=self.seq)
 
     def spend(self, size, line):
         self.work += size
         if self.work > MAX_WORK:
             self.fail(line, f"its values and words grow past {MAX_WORK} bytes: not a launch script")
+
+    def secret(self, name):
+        if name not in self.secrets:
+            self.secrets[name] = redaction.is_secret_name(name)
+        return self.secrets[name]
 
     def forget(self, line, what):
         """From here on every value the script set before may have changed (O(1): one mark, read on lookup)."""
@@ -371,8 +418,12 @@ class _Reader:
         raise AssertionError(node)
 
     def _unknown_status(self, why):
-        """An exit status not known here (None), and why."""
+        """An exit status not known here (None), and why (a Command: its status, said only when asked for)."""
         self.why = why
+
+    def _why(self):
+        why = self.why
+        return f"the status of {command_name(why)}, never run" if isinstance(why, Command) else why
 
     def _and_or(self, node):
         result = self.status(node.first)
@@ -383,7 +434,7 @@ class _Reader:
             if runs is True:
                 result = self.status(pipeline)
             elif runs is None:
-                why = self.why
+                why = self._why()
                 self._fork([(f"when the command before line {pipeline.line}'s {op} {'succeeds' if op == '&&' else 'fails'}",
                              lambda pipeline=pipeline: self.status(pipeline)),
                             ("when it does not", lambda: None)], why)
@@ -422,7 +473,7 @@ class _Reader:
             values = [(label, frame.vars.get(name, before)) for label, frame in alive]
             merged = self._merge(before, values, why)
             self.seq += 1
-            base.vars[name] = replace(merged, seq=self.seq)
+            base.vars[name] = merged._replace(seq=self.seq)
 
     @staticmethod
     def _merge(before, values, why):
@@ -432,15 +483,18 @@ class _Reader:
         known = [v for _, v in values if v is not None]
         line = max(v.line for v in known)
         exported = any(v.exported for v in known)
-        start = before.items if before is not None and before.items is not None and not before.doubt else ()
-        if len(known) == len(values) and all(v.items is not None and not v.doubt and v.items[:len(start)] == start
-                                             for v in known):
-            items = list(start)
-            for label, v in values:
-                for item in v.items[len(start):]:
-                    items.append(tuple(replace(p, maybe=p.maybe or f"passed only {label} ({_undecided(why)})")
+        start = before.items if before is not None and not before.doubt and not before.unset else None
+        if before is not None and not before.unset and (before.doubt or start is None):
+            start = False  # a scalar, or unknown: branches that make an array of it do not extend it
+        added = [v.items.added_since(start) if start is not False and v.items is not None and not v.doubt else None
+                 for v in known]
+        if len(known) == len(values) and all(a is not None for a in added):
+            items = []
+            for (label, _), more in zip(values, added, strict=True):
+                for item in more:
+                    items.append(tuple(p._replace(maybe=p.maybe or f"passed only {label} ({_undecided(why)})")
                                        for p in item))
-            return Var(items=tuple(items), line=line, exported=exported)
+            return Var(items=_items(items, start), line=line, exported=exported)
         return Var(line=line, exported=exported,
                    doubt=f"set differently by the script's branches (line {line}; {_undecided(why)})")
 
@@ -460,7 +514,7 @@ class _Reader:
                 return self.status(body)
             cond_line = cond.items[0][0].line if cond.items else line
             branches.append((f"when the condition on line {cond_line} holds", lambda body=body: self.status(body)))
-            why = why or self.why
+            why = why or self._why()
             if result is True:
                 break
         else:
@@ -573,17 +627,17 @@ class _Reader:
         self._launch(command, env)
         if name == "exec" and len(expanded) > 1:
             self.frame.stopped = "exit"
-        return self._unknown_status(f"the status of {command_name(command)}, never run")
+        return self._unknown_status(command)
 
     def _assign_word(self, word, exported):
         """NAME=value, NAME+=value, NAME=(...) or NAME+=(...): False when its status is not known (a $(...))."""
         if isinstance(word, ArrayWord):
             items = [tuple(w.pieces) for raw in word.items for w in self._expand(raw)]
             old, doubt = self.state(word.name)
-            base = ()
+            base = None
             if word.append and old is not None and not old.unset:
-                base = old.items if old.items is not None else (old.pieces,)
-            var = Var(items=base + tuple(items), line=word.line, exported=bool(old and old.exported) or exported,
+                base = old.items if old.items is not None else _items((old.pieces,))
+            var = Var(items=_items(items, base), line=word.line, exported=bool(old and old.exported) or exported,
                       doubt=doubt if word.append else None)
             self.assign(word.name, var)
             return not any(isinstance(p, Opaque) for raw in word.items for p in raw.parts)
@@ -591,9 +645,10 @@ class _Reader:
         pieces = self._value(parts)
         old, doubt = self.state(name)
         if append and old is not None and not old.unset:
-            if old.items is not None:
-                items = old.items[:-1] + (_merged(old.items[-1] + pieces),) if old.items else (pieces,)
-                self.assign(name, Var(items=items, line=word.line, exported=old.exported, doubt=doubt))
+            if old.items is not None:  # NAME+=value of an array appends to its first item
+                items = old.items.all()
+                items = (_merged((items[0] if items else ()) + pieces),) + items[1:]
+                self.assign(name, Var(items=_items(items), line=word.line, exported=old.exported, doubt=doubt))
                 return True
             pieces = _merged(old.pieces + pieces)
         else:
@@ -630,13 +685,13 @@ class _Reader:
                 self._assign_word(raw, export and not unexport)
                 name = raw.name if isinstance(raw, ArrayWord) else raw.assignment()[0]
                 if unexport:
-                    self.assign(name, replace(self.lookup(name), exported=False))
+                    self.assign(name, self.lookup(name)._replace(exported=False))
             elif plain and NAME.fullmatch(plain):
                 old = self.lookup(plain)
                 if unexport and old is not None:
-                    self.assign(plain, replace(old, exported=False))
+                    self.assign(plain, old._replace(exported=False))
                 elif export:  # export NAME of a NAME the script never set: the caller's, exported
-                    self.assign(plain, replace(old, exported=True) if old is not None else
+                    self.assign(plain, old._replace(exported=True) if old is not None else
                                 Var((Piece("$" + plain, False, Unknown("$" + plain, NOT_SET, line)),),
                                     line=line, exported=True))
             else:
@@ -694,7 +749,7 @@ class _Reader:
                         fields.append(cur)
                         cur, has = [], False
                     if text:
-                        cur.append(replace(piece, text=text))
+                        cur.append(piece._replace(text=text))
                         has = True
             else:
                 cur.append(piece)
@@ -728,13 +783,14 @@ class _Reader:
                 if k:
                     chunks.append((Piece(" ", True), False) if joined and part.quoted else _BREAK)
                 for piece in item or (Piece("", part.quoted),):
-                    chunks.append((replace(piece, quoted=part.quoted), not part.quoted))
+                    chunks.append((piece._replace(quoted=part.quoted), not part.quoted))
             return
         if part.quoted and not value:
             chunks.append((Piece("", True), False))  # "$EMPTY" is one empty word
         for piece in value:
             protected = part.quoted or piece.quoted
-            chunks.append((replace(piece, quoted=protected), not protected and piece.unknown is None))
+            chunks.append((piece._replace(quoted=protected) if piece.quoted != protected else piece,
+                           not protected and piece.unknown is None))
 
     def _unknown(self, part, why, **kw):
         return "scalar", (Piece(part.raw, part.quoted, Unknown(part.raw, why, part.line, **kw)),)
@@ -751,7 +807,7 @@ class _Reader:
                 return self._unknown(part, "one of the function's arguments" if self.functions else
                                      "one of the script's arguments")
             return self._unknown(part, SPECIAL.get(name, "a special parameter"))
-        if redaction.is_secret_name(name):
+        if self.secret(name):
             return self._unknown(part, f"the secret {name}: its value is never written into a spec nor shown; set it "
                                  "in the site's env", secret=True)
         var, doubt = self.state(name)
@@ -760,11 +816,11 @@ class _Reader:
         if doubt:
             return self._unknown(part, doubt)
         value = () if var is None or var.unset else var.pieces if var.items is None else \
-            (var.items[0] if var.items else ())
+            next(iter(var.items.all()), ())
         if op == "":
             if var is None:
                 return self._unknown(part, NOT_SET)
-            return "scalar", tuple(replace(p, quoted=False) for p in value)
+            return "scalar", _unquoted(value)
         if op == "#":
             if var is None or any(p.unknown for p in value):
                 return self._unknown(part, "the length of a value not known here")
@@ -782,12 +838,12 @@ class _Reader:
         if op[-1] == "?":
             if use_word:
                 return self._unknown(part, f"required by the script (${{{name}:?}}) from whoever runs it")
-            return "scalar", tuple(replace(p, quoted=False) for p in value)
+            return "scalar", _unquoted(value)
         if not use_word:
-            return "scalar", tuple(replace(p, quoted=False) for p in value)
+            return "scalar", _unquoted(value)
         pieces = self._word_pieces(part, default)
         if op[-1] == "=":
-            self.assign(name, Var(tuple(replace(p, quoted=False) for p in pieces), line=part.line,
+            self.assign(name, Var(_unquoted(pieces), line=part.line,
                                   exported=bool(var and var.exported)))
         return "scalar", pieces
 
@@ -795,7 +851,7 @@ class _Reader:
         words = self._expand_parts(part.word or (), split=False, line=part.line)
         pieces = words[0].pieces if words else ()
         if default is not None:
-            pieces = tuple(p if p.default else replace(p, default=default) for p in pieces)
+            pieces = tuple(p if p.default else p._replace(default=default) for p in pieces)
         return pieces
 
     def _item(self, part, var, doubt):
@@ -805,7 +861,7 @@ class _Reader:
             return self._unknown(part, doubt)
         if var is None:
             return self._unknown(part, NOT_SET)
-        items = () if var.unset else var.items if var.items is not None else (var.pieces,)
+        items = () if var.unset else var.items.all() if var.items is not None else (var.pieces,)
         if part.op == "#":
             if any(p.maybe for item in items for p in item):
                 return self._unknown(part, "the number of items of an array some branches add to")
@@ -832,7 +888,7 @@ class _Reader:
                 values.append(tok)
                 continue
             var, doubt = self.state(name)
-            if redaction.is_secret_name(name):
+            if self.secret(name):
                 return None, f"arithmetic over the secret {name}: not evaluated"
             if doubt or var is None:
                 return None, f"arithmetic over ${name}, {doubt or NOT_SET}"
@@ -888,7 +944,7 @@ class _Reader:
                     seen.add(name)
                     if var.exported and not var.unset:
                         env[name] = var if not self.forgot or var.seq > self.forgot[0] else \
-                            replace(var, doubt=f"line {self.forgot[1]} ({self.forgot[2]}) may change it")
+                            var._replace(doubt=f"line {self.forgot[1]} ({self.forgot[2]}) may change it")
             frame = frame.parent
         after_env = False  # env NAME=value ... python3: those NAME=value are the trainer's environment
         for word in launch.launcher:
@@ -908,7 +964,7 @@ def _after(pieces, n):
         if n >= len(p.text) and p.unknown is None:
             n -= len(p.text)
             continue
-        out.append(replace(p, text=p.text[n:]) if n and p.unknown is None else p)
+        out.append(p._replace(text=p.text[n:]) if n and p.unknown is None else p)
         n = 0
     return out
 
