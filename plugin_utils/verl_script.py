@@ -69,6 +69,7 @@ SCRIPT_ARGS = "the script's arguments (read here as run without any)"
 MAX_WORK = 16 * MAX_BYTES  # the bytes of all the values the script sets and all the words its commands get
 _DECLARE = ("export", "declare", "typeset", "readonly", "local")
 _IFS = re.compile(r"[ \t\n]+")
+_BRACES = re.compile(r"\{[^{}\s]*(?:,|\.\.)[^{}\s]*\}")  # {a,b} and {1..3} in unquoted text: brace expansion
 _INTEGER = re.compile(r"\s*[-+]?(?:0|[1-9][0-9]*)\s*")
 _PYTHON = re.compile(r"python[0-9.]*")
 _MODULE_FILE = re.compile(r"(?:^|.*/)verl/trainer/([A-Za-z0-9_]+)\.py")
@@ -730,6 +731,10 @@ class _Reader:
     def _expand_parts(self, parts, split, line=None):
         chunks = []
         for part in parts:
+            if split and isinstance(part, Lit) and not part.quoted and _BRACES.search(part.text):
+                why = "a brace expansion: bash makes several words of it, not read here"
+                chunks.append((Piece(part.text, False, Unknown(part.text, why, part.line)), False))
+                continue
             self._part(part, chunks)
         line = line or (parts[0].line if parts else 0)
         fields, cur, has = [], [], False
@@ -1045,6 +1050,8 @@ def _module_of(command, words, k, python):
         word = words[j]
         text = word.text
         if word.unknowns and not text.startswith("-") and not _MODULE_FILE.fullmatch(text):
+            if word.pieces[0].unknown is None and "=" in word.pieces[0].text:
+                return None  # key=$VALUE where the script would be: no program a launcher runs
             return Launch(command, None, tuple(words[:j + 1]), (),
                           f"{word.unknowns[0].raw} (line {word.line}) is {word.unknowns[0].why}")
         if text in ("-m", "--module") and j + 1 < len(words):

@@ -158,3 +158,21 @@ def test_each_example_imports_faithfully_or_is_refused_in_one_line(script):
         return
     imported = verl_import.convert(read(path), script)
     assert unfaithful(script, imported, argv) == []
+
+
+DATA = os.path.join(PROJECT_ROOT, "tests", "unit", "data", "verl_scripts")
+OWN = sorted(name for name in os.listdir(DATA) if name.endswith(".sh"))
+OWN_ARGS = {"sft_peft.sh": ["--", "8", "/home/user/ckpt"]}
+
+
+@pytest.mark.parametrize("name", OWN)
+def test_the_projects_own_scripts_import_faithfully_each_trainer_command(name):
+    """The project's own scripts (shaped after verl's, older and newer) against bash too: each trainer command."""
+    path = os.path.join(DATA, name)
+    done = subprocess.run(["bash", os.path.join(CORPUS, "argv-of.sh"), path, *OWN_ARGS.get(name, [])],
+                          capture_output=True, text=True, timeout=120, check=True)
+    launches = json.loads(done.stdout)
+    assert launches
+    for number, argv in enumerate(launches, 1):
+        imported = verl_import.convert(read(path), name, number if len(launches) > 1 else None)
+        assert unfaithful(name, imported, argv) == []

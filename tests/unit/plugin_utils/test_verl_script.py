@@ -347,6 +347,12 @@ def test_a_secret_is_never_expanded():
     assert all(w.unknowns[0].secret for w in t.args)
 
 
+def test_a_brace_expansion_in_a_word_is_not_read_as_one_word():
+    args = trainer(f"X={{a,b}}\n{RUN} l={{console,wandb}} s={{1..3}} q='{{a,b}}' e={{}} x=$X").args
+    assert [w.text for w in args] == ["l={console,wandb}", "s={1..3}", "q={a,b}", "e={}", "x={a,b}"]
+    assert [bool(w.unknowns) for w in args] == [True, True, False, False, False]  # bash: l=console l=wandb ...
+
+
 def test_a_command_substitution_shows_its_first_word_only():
     t = trainer(f'{RUN} a=$(curl -H "Authorization: Bearer s3cr3t" x) b=`cat /k` c=$(date)')
     assert [w.text for w in t.args] == ["a=$(curl ...)", "b=$(cat ...)", "c=$(date)"]
