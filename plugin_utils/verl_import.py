@@ -347,8 +347,8 @@ def convert(text, name, command=None, spec_name=None):
         flag_value = at and args[at - 1].text in _CONFIG_NAME + _CONFIG_PATH  # said by flag() below
         if u is not None and not (u.args and len(word.pieces) == 1) and not flag_value:
             where = f"line {u.line}: " if u.line != word.line else ""
-            raise ScriptError(name, word.line, f"{u.raw} ({where}{u.why}) may hand the trainer any key, the estimator and "
-                              "the others the spec owns too: set it in the script, or take it out and give what it "
+            raise ScriptError(name, word.line, f"{u.raw} ({where}{u.why}) may hand the trainer any key, the estimator "
+                              "and the others the spec owns too: set it in the script, or take it out and give what it "
                               "holds as -e overrides")
     workload, said, kept_estimator = _workload(trainer, args, name)
     job.spec["workload"] = workload

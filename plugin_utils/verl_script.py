@@ -23,8 +23,8 @@ pieces, each literal text or an Unknown that says what it is and why it is not k
 
 Errors are ScriptError, one line naming the file, the line and the problem, never a value. The time is linear in the
 script's size: a variable's value is looked up through at most MAX_DEPTH scopes, what may change every value is
-one mark (never a pass over every variable), and values and words past MAX_WORK bytes in all are refused. Control host only
-(plugin_utils/verl_import.py makes a JobSpec of it).
+one mark (never a pass over every variable), and values and words past MAX_WORK bytes in all are refused. Control
+host only (plugin_utils/verl_import.py makes a JobSpec of it).
 """
 
 import os
@@ -262,8 +262,9 @@ def _merged(pieces):
     few pieces, in time linear in its size)."""
     out, run = [], []
     for p in pieces:
-        if run and (p.unknown is not None or (p.quoted, p.default, p.maybe) != (run[0].quoted, run[0].default,
-                                                                                 run[0].maybe)):
+        first = run[0] if run else None
+        if first is not None and (p.unknown is not None
+                                  or (p.quoted, p.default, p.maybe) != (first.quoted, first.default, first.maybe)):
             out.append(run[0] if len(run) == 1 else run[0]._replace(text="".join(r.text for r in run)))
             run = []
         if p.unknown is not None:
@@ -436,7 +437,8 @@ class _Reader:
                 result = self.status(pipeline)
             elif runs is None:
                 why = self._why()
-                self._fork([(f"when the command before line {pipeline.line}'s {op} {'succeeds' if op == '&&' else 'fails'}",
+                outcome = "succeeds" if op == "&&" else "fails"
+                self._fork([(f"when the command before line {pipeline.line}'s {op} {outcome}",
                              lambda pipeline=pipeline: self.status(pipeline)),
                             ("when it does not", lambda: None)], why)
                 result = self._unknown_status(why)
@@ -1155,8 +1157,8 @@ class _Test:
     """test's (and [[ ]]'s) expressions over known strings: ! ( ) -a -o && ||, -n -z, = == != < >, -eq ... -ge; a
     file test or a pattern is not decided (ValueError)."""
 
-    _INT_OPS: ClassVar = {"-eq": int.__eq__, "-ne": int.__ne__, "-lt": int.__lt__, "-le": int.__le__, "-gt": int.__gt__,
-                "-ge": int.__ge__}
+    _INT_OPS: ClassVar = {"-eq": int.__eq__, "-ne": int.__ne__, "-lt": int.__lt__, "-le": int.__le__,
+                          "-gt": int.__gt__, "-ge": int.__ge__}
 
     def __init__(self, args, double):
         self.a, self.i, self.double = args, 0, double

@@ -15,8 +15,8 @@ SECRETS = ["AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY", "DB_PASSWD", "DB_PASSWORD"
 NOT_SECRETS = ["PYTHONPATH", "PATH", "HF_HOME", "CUDA_VISIBLE_DEVICES", "TOKENIZERS_PARALLELISM", "KEYBOARD",
                "PATIENCE", "RAY_ADDRESS", "NCCL_DEBUG",
                # counts of tokens (verl's launch scripts): TOKEN(S) beside MAX, MIN, NUM, LEN, LENGTH or COUNT
-               "PPO_MAX_TOKEN_LEN_PER_GPU", "ppo_max_token_len_per_gpu", "max_num_batched_tokens", "NUM_SPECULATIVE_TOKENS",
-               "MIN_TOKENS", "TOKEN_COUNT", "max_token_length"]
+               "PPO_MAX_TOKEN_LEN_PER_GPU", "ppo_max_token_len_per_gpu", "max_num_batched_tokens",
+               "NUM_SPECULATIVE_TOKENS", "MIN_TOKENS", "TOKEN_COUNT", "max_token_length"]
 
 
 @pytest.mark.parametrize("name", SECRETS)

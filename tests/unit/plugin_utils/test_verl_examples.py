@@ -61,7 +61,7 @@ def _key(arg):
 
 
 def _commented(text):
-    """The keys the spec's commented lines name: overrides ('# - "k=v"  # why') and fields ('# f: v  # line N: k: ...')."""
+    """The keys the spec's commented lines name: overrides ('# - "k=v"  # why'), fields ('# f: v  # line N: k: ...')."""
     keys = set()
     for line in text.splitlines():
         m = re.match(r'\s*# - (".*?(?<!\\)")  # ', line)

@@ -208,8 +208,10 @@ def test_the_workload_from_the_estimator_verls_default_and_what_no_spec_runs():
 @pytest.mark.parametrize("estimator", ["rloo", "remax", "reinforce_plus_plus", "gpg", "gdpo", "grpo_passk"])
 def test_an_estimator_verls_ppo_trainer_runs_is_kept_as_a_ppo_override_never_another_algorithm(estimator, ray_config):
     imported = convert(f"python3 -m verl.trainer.main_ppo a.b=1 algorithm.adv_estimator=gae "
-                       f"algorithm.adv_estimator={estimator} actor_rollout_ref.model.path=/m data.train_files=/t.parquet")
-    assert imported.workload == "ppo" and imported.spec["overrides"] == ["a.b=1", f"algorithm.adv_estimator={estimator}"]
+                       f"algorithm.adv_estimator={estimator} actor_rollout_ref.model.path=/m "
+                       "data.train_files=/t.parquet")
+    assert imported.workload == "ppo"
+    assert imported.spec["overrides"] == ["a.b=1", f"algorithm.adv_estimator={estimator}"]
     assert imported.lines[0] == (f"line 1: trainer command 1 of 1: verl.trainer.main_ppo with algorithm.adv_estimator="
                                  f"{estimator} -> workload ppo, the estimator kept as an override (verl runs it with "
                                  "PPO's trainer; its critic only with gae)")

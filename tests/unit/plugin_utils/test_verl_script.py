@@ -196,8 +196,8 @@ def refused(text):
 
 
 def test_an_array_hands_each_item_as_a_word_and_comments_in_it_are_comments():
-    text = ("A=(\n  a.b=1  # it's a comment: no quote opens\n  'c.d=two words'\n  # (a parenthesis too)\n  e.f=\"$X\"\n)\n"
-            "X=late\nA+=(g.h=3)\n" f'{RUN} "${{A[@]}}" z=1')
+    text = ("A=(\n  a.b=1  # it's a comment: no quote opens\n  'c.d=two words'\n  # (a parenthesis too)\n"
+            "  e.f=\"$X\"\n)\nX=late\nA+=(g.h=3)\n" f'{RUN} "${{A[@]}}" z=1')
     assert words(text) == ["a.b=1", "c.d=two words", "e.f=$X", "g.h=3", "z=1"]
     assert word(text, 2).unknowns[0].why == NOT_SET  # the item took $X when the array was set: not set then
 
@@ -342,7 +342,8 @@ def test_the_script_s_arguments_are_read_as_none_and_a_function_s_as_unknown():
 
 
 def test_a_secret_is_never_expanded():
-    t = trainer(f"export WANDB_API_KEY=s3cr3t-1\nK=$WANDB_API_KEY\n{RUN} k=$WANDB_API_KEY j=$K l=${{HF_TOKEN:-s3cr3t-2}}")
+    t = trainer(f"export WANDB_API_KEY=s3cr3t-1\nK=$WANDB_API_KEY\n"
+                f"{RUN} k=$WANDB_API_KEY j=$K l=${{HF_TOKEN:-s3cr3t-2}}")
     assert [w.text for w in t.args] == ["k=$WANDB_API_KEY", "j=$WANDB_API_KEY", "l=${HF_TOKEN:-s3cr3t-2}"]
     assert all(w.unknowns[0].secret for w in t.args)
 
