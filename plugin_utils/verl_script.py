@@ -27,6 +27,7 @@ one mark (never a pass over every variable), and values and words past MAX_WORK 
 host only (plugin_utils/verl_import.py makes a JobSpec of it).
 """
 
+import gc
 import os
 import re
 from dataclasses import dataclass, replace
@@ -1223,7 +1224,15 @@ class _Test:
 def read_script(text, name, want=None):
     """What a script's text would run (ScriptError naming `name` and the line when it cannot be read): its commands,
     launches and trainers; want: the trainer (by number) whose environment is gathered (None: the first)."""
-    tree = parse_syntax(text, name)
-    reader = _Reader(name, want)
-    reader.status(tree)
+    # The reading makes many small objects that never form cycles: Python's cycle collector, walking them all again
+    # and again as they grow, would make the time grow faster than the script; it is off while they are made.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        tree = parse_syntax(text, name)
+        reader = _Reader(name, want)
+        reader.status(tree)
+    finally:
+        if collecting:
+            gc.enable()
     return Script(tuple(reader.commands), tuple(reader.launches), tuple(reader.trainers), text.count("\n") + 1)
