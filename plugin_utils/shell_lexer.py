@@ -684,8 +684,9 @@ class Function:
 
 @dataclass(frozen=True)
 class ArithCommand:
-    """(( expression )): it may assign, so what it names is not known afterwards."""
+    """(( expression )): it may assign (x++, x=1), so the names it holds are not known afterwards."""
 
+    names: tuple
     line: int
 
 
@@ -853,7 +854,7 @@ class Parser:
                     return Simple(tuple(words), (), line)
 
     def _arith_command(self, line):
-        level = 2
+        level, names = 2, []
         self.i += 1
         while level:
             tok = self.peek()
@@ -861,8 +862,11 @@ class Parser:
                 self.fail(line, "a (( is never closed")
             if isinstance(tok, Op):
                 level += (tok.text == "(") - (tok.text == ")")
+            elif isinstance(tok, Word):
+                names += [name for part in tok.parts for name in NAME.findall(getattr(part, "text", ""))
+                          + [getattr(part, "name", "")] if NAME.fullmatch(name)]
             self.i += 1
-        return ArithCommand(line)
+        return ArithCommand(tuple(dict.fromkeys(names)), line)
 
     def _redirects(self, node):
         while isinstance(self.peek(), Redirect):

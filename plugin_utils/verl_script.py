@@ -416,7 +416,8 @@ class _Reader:
             self.functions -= 1
             return True
         if isinstance(node, ArithCommand):
-            self.forget(node.line, "((...))")
+            for name in node.names:
+                self.assign(name, Var(line=node.line, doubt=f"line {node.line}'s (( )) may change it"))
             return self._unknown_status("(( )) is not evaluated")
         raise AssertionError(node)
 

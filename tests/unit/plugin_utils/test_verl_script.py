@@ -295,6 +295,12 @@ def test_what_may_change_any_value_makes_every_earlier_value_unknown():
     assert args[3].unknowns[0].why == "line 2 (source) may change it"  # its default is not taken after a source
 
 
+def test_an_arithmetic_command_makes_only_the_names_it_holds_unknown():
+    args = trainer(f"A=1\nB=2\n(( A++ ))\n{RUN} a=$A b=$B").args
+    assert [w.text for w in args] == ["a=$A", "b=2"]
+    assert args[0].unknowns[0].why == "line 3's (( )) may change it"
+
+
 def test_a_loop_and_a_function_run_only_sometimes():
     text = ("A=(a=1)\nfor v in x y; do A+=(loop=$v); done\nf() { A+=(fn=1); }\n"
             f'{RUN} "${{A[@]}}"')
