@@ -18,14 +18,18 @@ REDACTED = "<redacted>"
 # - the parts API KEY, PRIVATE KEY or ACCESS KEY next to each other, anywhere: WANDB_API_KEY, PRIVATE_KEY_PEM;
 # - a last word part (digits aside) KEY, PAT or PASS: AWS_SECRET_ACCESS_KEY, SSH_KEY_2, GH_PAT, DB_PASS;
 # - PASSWORD or PASSWD inside any part: DBPASSWORD.
-# TOKENIZERS_PARALLELISM or KEYRING_BACKEND are not secret: TOKENIZERS and KEYRING are other words. Hiding a harmless
-# value by mistake costs little; printing a key costs a lot. A site adds its own names (secret_env_names).
+# TOKENIZERS_PARALLELISM or KEYRING_BACKEND are not secret: TOKENIZERS and KEYRING are other words; nor is a count of
+# tokens, TOKEN(S) in a name with a part MAX, MIN, NUM, LEN, LENGTH or COUNT (PPO_MAX_TOKEN_LEN_PER_GPU,
+# max_num_batched_tokens: verl's launch scripts are full of them). Hiding a harmless value by mistake costs little;
+# printing a key costs a lot. A site adds its own names (secret_env_names).
 SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "APIKEY", "CREDENTIAL", "COOKIE")
+COUNT_WORDS = ("MAX", "MIN", "NUM", "LEN", "LENGTH", "COUNT")
 SECRET_PAIRS = (("API", "KEY"), ("PRIVATE", "KEY"), ("ACCESS", "KEY"))
 SECRET_LAST_WORDS = ("KEY", "PAT", "PASS")
 _PARTS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 _WORD = re.compile(rf"^(?:{'|'.join(SECRET_WORDS)})(?:S|ES)?$")
 _INSIDE = re.compile(r"PASSWORD|PASSWD")
+_TOKEN = re.compile(r"^TOKENS?$")
 
 
 def _parts(name):
@@ -41,7 +45,8 @@ def is_secret_name(key, secret_names=DEFAULT_SECRET_ENV_NAMES) -> bool:
         return True
     parts = _parts(key)
     words = [p for p in parts if not p.isdigit()]
-    return (any(_WORD.match(p) or _INSIDE.search(p) for p in parts)
+    counts = any(p in COUNT_WORDS for p in parts)  # then TOKEN(S) counts tokens
+    return (any(_WORD.match(p) and not (counts and _TOKEN.match(p)) or _INSIDE.search(p) for p in parts)
             or any(pair in SECRET_PAIRS for pair in itertools.pairwise(words))
             or (bool(words) and words[-1] in SECRET_LAST_WORDS))
 

@@ -54,6 +54,20 @@ SETTINGS = (
 OWNED_KEYS = {**{key: field for key, _, field, _ in SETTINGS}, "custom_reward_function.path": "reward_fn_path",
               "trainer.default_hdfs_dir": "checkpoint_dir", "trainer.del_local_ckpt_after_load": "resume_from"}
 
+# verl's config groups whose chosen option holds keys the spec owns, by workload (from the defaults lists of verl
+# 0.9.1's sft_trainer_engine.yaml and ppo_trainer.yaml): `model=hf_model` chooses the group's file, which Hydra composes
+# before any override, so the spec's own keys still win; the same key set to anything else (`model={...}`, or a name
+# where the key is no group: Hydra then replaces the whole mapping with a string) would take them back.
+CONFIG_GROUPS = {"sft": ("model",),
+                 "ppo": ("data", "critic", "reward", "model@actor_rollout_ref.model", "model@critic.model"),
+                 "grpo": ("data", "critic", "reward", "model@actor_rollout_ref.model", "model@critic.model")}
+_OPTION = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+# An estimator other than PPO's and GRPO's own (rloo, remax, reinforce_plus_plus, gpg...): verl's main_ppo runs it as
+# PPO's trainer (with no critic, which verl enables for gae only), so a ppo spec may keep it as an override.
+ESTIMATOR = "algorithm.adv_estimator"
+OWN_ESTIMATORS = ("gae", "grpo")
+ESTIMATOR_NAME = re.compile(r"[a-z][a-z0-9_]*")
+
 # Env names that choose which code runs or how it loads, so `code_id`, `code_path` and `user_code` (the spec's) would
 # mean nothing: Python's search path, startup and bytecode (PYTHON*), where `python` is found (PATH) or a user
 # site-packages (HOME), the dynamic loader's (every LD_* and DYLD_*), the shell's startup file (BASH_ENV, ENV).
@@ -93,12 +107,13 @@ def check_env(env):
             raise OwnedError(f"env.{name}", f"is set by the spec from {RENDERED_ENV[name]}: set that instead")
 
 
-def check_overrides(overrides):
+def check_overrides(overrides, workload=None):
     """Overrides may not delete keys (~), set what the spec renders (OWNED_KEYS, their ancestors
-    included) or hydra's own config, nor call a resolver (plain ${other.key} references stay).
+    included) or hydra's own config, nor call a resolver (plain ${other.key} references stay); the workload's config
+    groups may be chosen (CONFIG_GROUPS), and a ppo spec may run another estimator than gae (OWN_ESTIMATORS).
     Every refused override is named in one OwnedError (a script pasted as overrides sets many owned keys)."""
-    problems = [problem for problem in (_override_problem(f"overrides[{i}]", text) for i, text in enumerate(overrides))
-                if problem]
+    problems = [problem for problem in (_override_problem(f"overrides[{i}]", text, workload)
+                                        for i, text in enumerate(overrides)) if problem]
     if len(problems) == 1:
         raise OwnedError(problems[0][0], problems[0][1])
     if problems:
@@ -115,11 +130,16 @@ _RESOLVER = ("calls an interpolation resolver (${name:...}, e.g. oc.env, oc.deco
              "environment or runs code: only plain ${other.key} references")
 
 
-def _override_problem(field, text):
+def _override_problem(field, text, workload=None):
     """(field, rule, the owned key it sets or None) of one override's first refusal, or None."""
     key, _, value = text.partition("=")
     if "~" in key:
         return field, _DELETES, None
+    bare = key.lstrip("+")
+    if bare in CONFIG_GROUPS.get(workload, ()) and _OPTION.fullmatch(value) and value != "null":
+        return None  # a config group's option, not a write to the keys under it
+    if bare == ESTIMATOR and workload == "ppo" and ESTIMATOR_NAME.fullmatch(value) and value not in OWN_ESTIMATORS:
+        return None
     path, _, package = key.lstrip("+").partition("@")
     # A config group path (a/b) is the package a.b; @_global_ puts an option at the top of the config.
     targets = [path.replace("/", ".")]
@@ -156,7 +176,7 @@ def check_checkpoint_dir(checkpoint_dir, output_dir):
 def check_owned(values):
     """What the spec owns, only the spec sets: its code, its rendered hydra keys and its checkpoint directory."""
     check_env(values["env"])
-    check_overrides(values["overrides"])
+    check_overrides(values["overrides"], values["workload"])
     check_checkpoint_dir(values["checkpoint_dir"], values["output_dir"])
 
 

@@ -9,9 +9,14 @@ from ray_job_harness import SID, action, files, make_action, make_spec, module_r
 
 SECRETS = ["AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY", "DB_PASSWD", "DB_PASSWORD", "PGPASSWORD", "GITHUB_PAT",
            "OPENAI_API_KEY", "S3_SECRET_KEY", "SSH_PRIVATE_KEY", "GH_TOKEN", "CLIENT_SECRET", "TOKEN", "GPG_PASSPHRASE",
-           "GOOGLE_APPLICATION_CREDENTIALS", "hf_token"]
+           "GOOGLE_APPLICATION_CREDENTIALS", "hf_token",
+           # a count beside another secret word is still secret; a token with no count word is one
+           "MAX_LEN_API_KEY", "NUM_SECRET", "HF_TOKEN_START", "TOKEN_BUDGET"]
 NOT_SECRETS = ["PYTHONPATH", "PATH", "HF_HOME", "CUDA_VISIBLE_DEVICES", "TOKENIZERS_PARALLELISM", "KEYBOARD",
-               "PATIENCE", "RAY_ADDRESS", "NCCL_DEBUG"]
+               "PATIENCE", "RAY_ADDRESS", "NCCL_DEBUG",
+               # counts of tokens (verl's launch scripts): TOKEN(S) beside MAX, MIN, NUM, LEN, LENGTH or COUNT
+               "PPO_MAX_TOKEN_LEN_PER_GPU", "ppo_max_token_len_per_gpu", "max_num_batched_tokens",
+               "NUM_SPECULATIVE_TOKENS", "MIN_TOKENS", "TOKEN_COUNT", "max_token_length"]
 
 
 @pytest.mark.parametrize("name", SECRETS)

@@ -1,6 +1,7 @@
 """action_plugins/verl_import.py: import.yml's task, on the control host (no connection, no module)."""
 
 import importlib.util
+import json
 import os
 import types
 
@@ -65,3 +66,15 @@ def test_an_existing_spec_stays_unless_force(specs):
     assert (specs / "rl.yaml").read_text() == "workload: smoke\n"
     result = run({"script": SCRIPT, "spec": "rl", "command": 2, "force": True, "specs_dir": str(specs)})
     assert result["changed"] is True and "workload: grpo" in (specs / "rl.yaml").read_text()
+
+
+def test_a_scripts_secrets_reach_neither_the_spec_nor_the_tasks_result(specs):
+    """A script that exports a secret, hands it to the trainer and logs in with it (issue 39)."""
+    script = os.path.join(PROJECT_ROOT, "tests", "unit", "data", "verl_scripts", "secrets.sh")
+    result = run({"script": script, "spec": "s", "specs_dir": str(specs)})
+    assert result["changed"] is True and result["workload"] == "grpo"
+    shown = json.dumps(result) + (specs / "s.yaml").read_text()
+    for secret in ("wandb-secret-0123456789", "hf_secret_0123456789", "wandb-literal-0123456789",
+                   "bearer-secret-0123456789"):
+        assert secret not in shown
+    assert "line 5: wandb: left out: not the trainer command imported, never run" in result["lines"]
