@@ -51,9 +51,21 @@ _BATCH_KEYS = {
              "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", *_ROLLOUT,
              *(f"trainer.v1.{mode}.parameter_sync_step" for mode in _SYNC_MODES)),
 }
-_BATCH_KEYS["ppo"] = (*_BATCH_KEYS["grpo"], "critic.ppo_mini_batch_size")
+_BATCH_KEYS["ppo"] = (*_BATCH_KEYS["grpo"], "critic.ppo_mini_batch_size", "critic.enable", "algorithm.adv_estimator")
 # The verl versions whose code the batch rules below were read from; another verl's are not judged by them.
 BATCH_RULES_VERL = ("0.9.",)
+
+
+def uses_critic(workload, values):
+    """Whether verl 0.9.1 builds a critic for this job (verl.trainer.ppo.utils.need_critic): critic.enable when set,
+    else adv_estimator gae. A ppo spec may run another estimator (rloo, remax, ...: the importer keeps it), which has
+    none; values without the keys (an older probe's answer) read as verl's defaults: gae, a critic."""
+    if workload not in VALUEHEAD:
+        return False
+    values = values if isinstance(values, dict) else {}
+    if values.get("critic.enable") is not None:
+        return bool(values["critic.enable"])
+    return values.get("algorithm.adv_estimator") in (None, "gae")
 
 
 def _parallel_keys(section):
@@ -88,7 +100,8 @@ def attention(workload, facts, where):
     flash = [key for key, value in (facts.get("attention") or {}).items()
              if value in (None, verl_probe.FLASH) and not (key == _CRITIC and workload in VALUEHEAD)
              and _transformers(facts, key)]
-    critic = workload in VALUEHEAD and facts.get("valuehead_flash") and _transformers(facts, _CRITIC)
+    critic = (uses_critic(workload, facts.get("values")) and facts.get("valuehead_flash")
+              and _transformers(facts, _CRITIC))
     if not flash and not critic:
         return None
     asks = []
@@ -241,7 +254,7 @@ def batches(workload, facts):
         return lines
     n = values.get("actor_rollout_ref.rollout.n")
     members = [("actor_rollout_ref.actor", "the actor's ", "actor_rollout_ref.actor.ppo_mini_batch_size")]
-    if workload in VALUEHEAD:
+    if uses_critic(workload, values):
         members.append(("critic", "the critic's ", "critic.ppo_mini_batch_size"))
     for section, who, key in members:
         dp, where = ranks(section, who)

@@ -225,6 +225,14 @@ def test_rl_mini_batches_times_rollout_n_must_split_over_the_actors_and_the_crit
                             "(trainer.nnodes=1 x trainer.n_gpus_per_node=6)")
     assert critic.startswith("critic.ppo_mini_batch_size=8 x actor_rollout_ref.rollout.n=5 = 40 rows a mini-batch")
     assert len(checks.batches("grpo", rl_facts(**six))) == 1  # GRPO has no critic
+    # Nor has a ppo spec on another estimator (the importer keeps rloo, remax, ...), unless critic.enable says so:
+    # verl 0.9.1's need_critic.
+    assert len(checks.batches("ppo", rl_facts("ppo", **six, **{"algorithm.adv_estimator": "rloo"}))) == 1
+    assert len(checks.batches("ppo", rl_facts("ppo", **six, **{"algorithm.adv_estimator": "rloo",
+                                                                "critic.enable": True}))) == 2
+    assert len(checks.batches("ppo", rl_facts("ppo", **six, **{"algorithm.adv_estimator": "gae",
+                                                                "critic.enable": False}))) == 1
+    assert "algorithm.adv_estimator" in checks.request("ppo")["values"]
     # The deprecated actor-level sequence parallel wins over the engine's when > 1 (verl copies it there).
     [line] = checks.batches("grpo", rl_facts(**{"actor_rollout_ref.actor.ulysses_sequence_parallel_size": 4,
                                                 "trainer.n_gpus_per_node": 8, "actor_rollout_ref.rollout.n": 1,
