@@ -142,7 +142,8 @@ STALE = {"critic.model.fsdp_config.param_offload": "critic.fsdp.param_offload",
 
 def test_an_imported_verl_script_and_one_preflight_naming_every_stale_key():
     """Issue 32: import.yml reads a launch script (never runs it) into a ppo spec whose overrides hold no key the spec
-    owns; one submit.yml --check of it names all three keys verl 0.9.1 lacks, with where the critic's offload went."""
+    owns; one submit.yml --check of it names all three keys verl 0.9.1 lacks, with where the critic's offload went, and
+    the script's rollout tensor parallel of 2 that the lab's one rank cannot lay out."""
     from ansible.module_utils.jobspec.owned import OWNED_KEYS
 
     name = new_id("imported")
@@ -156,7 +157,8 @@ def test_an_imported_verl_script_and_one_preflight_naming_every_stale_key():
         assert spec["workload"] == "ppo" and not set(keys) & set(OWNED_KEYS), spec
         assert keys.index("critic.model.fsdp_config.param_offload") < keys.index("trainer.use_legacy_worker_impl")
         for run in (imported, playbook("submit.yml", "-e", f"spec={name}", "--check", *LAB_SIZE)):
-            assert run.rc != 0 and "found 3 problems" in run.out, run
+            assert run.rc != 0 and "found 4 problems" in run.out, run
+            assert "makes a rollout replica 2 ranks, which does not divide the 1 ranks verl places" in run.out, run
             for key, moved in STALE.items():
                 assert f"override {key}: not in verl 0.9.1's config" in run.out, run
                 assert moved is None or f"same setting at {moved}" in run.out, run
