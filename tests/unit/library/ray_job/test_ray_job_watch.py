@@ -145,7 +145,7 @@ def test_check_mode_changes_no_record_and_stops_nothing(ray, ray_config, capsys)
     ray.logs[SID] = STEPS
     ray.clock.now += 120
     before = files(record(ray_config))
-    for action in ("status", "logs", "wait", "attempt"):
+    for action in ("status", "logs", "wait", "next", "resume"):
         run(capsys, action=action, submission_id=SID, ray_config=ray_config, _ansible_check_mode=True)
     run(capsys, action="watch", ray_config=ray_config, _ansible_check_mode=True)
     assert files(record(ray_config)) == before and ray.stopped == []
