@@ -26,8 +26,11 @@ def one(module, job, head_started):
 
 def watch(module, config):
     """The pass; returns the module result (lists of ids by what happened, and the attempts due)."""
-    unreadable = []
-    open_ids = reconcile.open_records(config.shared_root, unreadable, tidy=not module.check_mode)
+    unreadable, unproven = [], []
+    # Records without a trusted status.json are stepped too, as a follower's wait steps them: step.py rebuilds one Ray
+    # knows with its help and never judges one it does not (reported unreadable, unchanged).
+    open_ids = reconcile.open_records(config.shared_root, None, tidy=not module.check_mode, unproven=unproven)
+    open_ids = sorted(open_ids + unproven)
     result = {"changed": False, "finalized": [], "ended": {}, "open": [], "hung": [], "unreadable": unreadable,
               "retry": [], "outcomes": {}, "lines": [], "errors": []}
     if not open_ids:
@@ -61,6 +64,9 @@ def watch(module, config):
                 failed.append(sid)
         elif verb == step.UNREADABLE:
             result["unreadable"].append(f"{sid}: {status.rebuilt}")
+        elif status.rebuilt:
+            result["unreadable"].append(f"{sid}: {status.rebuilt}; rebuilt with what Ray knows of it")
+            result["open"].append(sid)
         else:
             result["open"].append(sid)
             if status.stall and not status.final:
