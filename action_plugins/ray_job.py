@@ -28,6 +28,7 @@ from ansible.module_utils.base import conventions  # isort: skip
 from ansible.module_utils.base import redaction  # isort: skip
 from ansible.module_utils.jobs import options  # isort: skip
 from ansible.module_utils.jobs import client as jc  # isort: skip
+from ansible.module_utils.jobs.status import FAILED  # isort: skip
 from ansible.module_utils.jobspec.fields import ENV_NAME_RULE  # isort: skip
 
 display = Display()
@@ -199,7 +200,7 @@ class ActionModule(ActionBase):
 
         spec: the job's spec as this run resolved it (secrets included; the module hides them), or None."""
         followed = {last.get("submission_id")}
-        while not last.get("failed") and last.get("state") == "FAILED":
+        while not last.get("failed") and last.get("state") == FAILED:
             went = module(action="next", submission_id=last["submission_id"], secret_env=self._secret_env(),
                           **({"spec": spec} if spec is not None else {}))
             for line in went.get("lines") or []:

@@ -15,7 +15,7 @@ from ansible.module_utils.jobs import around, attempts, retry, submit
 from ansible.module_utils.jobs.follow import refresh
 from ansible.module_utils.jobs.job import Failed
 from ansible.module_utils.jobs.record import now_ms, status_of
-from ansible.module_utils.jobs.status import ResumedFrom
+from ansible.module_utils.jobs.status import SUCCEEDED, ResumedFrom
 from ansible.module_utils.jobspec import model as js
 
 # What next_step decided (its result's `outcome`): a newer attempt exists, follow it; the next attempt was submitted
@@ -23,7 +23,6 @@ from ansible.module_utils.jobspec import model as js
 # too few healthy workers, pending too long): a person decides; the retry was due and could not be submitted now (a
 # secret not given, a submission that failed): a later run or pass tries again.
 FOLLOW, SUBMITTED, NOT_DUE, REFUSED, PENDING = "follow", "submitted", "not_due", "refused", "pending"
-SUCCEEDED = "SUCCEEDED"
 
 
 def next_action(module, job):

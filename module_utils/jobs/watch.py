@@ -13,7 +13,7 @@ judged).
 from ansible.module_utils.base import conventions
 from ansible.module_utils.jobs import chain, open_index, reconcile, step
 from ansible.module_utils.jobs.job import Failed, Job
-from ansible.module_utils.jobs.status import RecordError
+from ansible.module_utils.jobs.status import FAILED, RecordError
 
 RETRY_PENDING_S = 24 * 3600  # a retry not submitted for this long after its attempt ended is a person's call
 
@@ -60,7 +60,7 @@ def watch(module, config):
             result["finalized"].append(sid)
             result["ended"][sid] = status.state + (f" ({status.reason})" if status.reason else "") + (
                 f": {status.diagnosis.kind}" if status.diagnosis else "")
-            if status.state == "FAILED":
+            if status.state == FAILED:
                 failed.append(sid)
         elif verb == step.UNREADABLE:
             result["unreadable"].append(f"{sid}: {status.rebuilt}")
