@@ -285,7 +285,8 @@ attempts:
   type: list
   elements: str
 not_retried:
-  description: (watch) Ids whose retry was due and not submitted (refused, or left for a later pass); RV(lines) says why.
+  description: (watch) Ids whose retry was due and not submitted (refused, or left for a later pass); RV(lines) says
+    why.
   returned: when action=watch and a retry was not submitted
   type: list
   elements: str
