@@ -4,6 +4,10 @@ It resolves a JobSpec once, here (spec file < site defaults < overrides < -e, va
 ray_job module on the head to submit it, and follows the job with short module calls, printing one
 progress line per poll for as long as the job's own timeouts allow (the module enforces pending_s
 and max_run_s): there is no cap of its own, so a three-day run is followed for three days.
+What comes after an attempt ends (follow a newer attempt, or retry, cordon around the blamed and submit the next
+one) is the module's: one `next` call per decision (module_utils/jobs/chain.py), and the watcher's retries happen
+inside its `watch` call. This side only passes down what the head lacks (the secret env values of -e and the
+site's jobspec_defaults, no_log) and prints.
 The module's documentation is in library/ray_job.py.
 """
 
@@ -22,10 +26,10 @@ from plugin_utils import PROJECT_ROOT, jobspec_input, ray_action
 
 from ansible.module_utils.base import conventions  # isort: skip
 from ansible.module_utils.base import redaction  # isort: skip
-from ansible.module_utils.jobs import options, retry  # isort: skip
+from ansible.module_utils.jobs import options  # isort: skip
+from ansible.module_utils.jobs import client as jc  # isort: skip
+from ansible.module_utils.jobs.status import FAILED  # isort: skip
 from ansible.module_utils.jobspec.fields import ENV_NAME_RULE  # isort: skip
-from ansible.module_utils.jobspec.model import checkpoints_off  # isort: skip
-from ansible.module_utils.jobs.status import JobStatus, RecordError, ResumedFrom  # isort: skip
 
 display = Display()
 
@@ -72,8 +76,7 @@ class HeadOutage:
 
     def unreachable(self, result):
         """The progress line to show while waiting for the head, or None: the failure stands."""
-        killed = "MODULE FAILURE" in str(result.get("msg", ""))  # the poll's own process died with the head's
-        if not self.window_s or not (result.get("head_unreachable") or killed):
+        if not self.window_s or not jc.head_down(result.get("msg")):
             return None
         now = self.clock()
         self.since = self.since if self.since is not None else now
@@ -109,7 +112,7 @@ class ActionModule(ActionBase):
         except jobspec_input.JobSpecError as exc:
             return {**result, "failed": True, "msg": str(exc)}
         rc = connection["ray_config"]
-        names = redaction.secret_names(rc.get("secret_env_names") if isinstance(rc, dict) else None)
+        names = self._names = redaction.secret_names(rc.get("secret_env_names") if isinstance(rc, dict) else None)
         # The module runs with the nodes' Ray Python (ray_python), not the host's default one.
         module_vars = dict(task_vars, ansible_python_interpreter=python)
         self._host = task_vars.get("inventory_hostname", "")
@@ -133,17 +136,16 @@ class ActionModule(ActionBase):
             return {**result, **self._submit(module, args, connection["ray_config"])}
         if args["action"] == "wait" and not self._task.check_mode:
             last = self._follow(module, args["submission_id"], None, args["poll_s"])
-            return {**result, **self._retries(module, last, None, connection["ray_config"], args["poll_s"])}
+            return {**result, **self._chain(module, last, None, args["poll_s"])}
         if args["action"] == "resume":
-            last = self._resume(module, args["submission_id"], None, connection["ray_config"], args["poll_s"])
-            return {**result, **self._retries(module, last, None, connection["ray_config"], args["poll_s"])}
+            return {**result, **self._resume(module, args["submission_id"], args["poll_s"])}
         if args["action"] == "reconcile":
             reconciled = module(action="reconcile")
             if reconciled.get("finalized"):
                 self._show(reconciled.get("msg", ""))
             return {**result, **reconciled}
         if args["action"] == "watch":
-            return {**result, **self._watch(module, connection["ray_config"])}
+            return {**result, **self._watch(module)}
         return {**result, **module(action=args["action"], submission_id=args["submission_id"],
                                    stop_reason=args["stop_reason"])}
 
@@ -164,7 +166,7 @@ class ActionModule(ActionBase):
             return submitted
         self._show(submitted.get("progress", ""))
         last = self._follow(module, spec.submission_id, spec.output_dir, args["poll_s"])
-        last = self._retries(module, last, spec.to_dict(), ray_config, args["poll_s"])
+        last = self._chain(module, last, spec.to_dict(), args["poll_s"])
         shown = {k: submitted[k] for k in ("existed", "entrypoint", "runtime_env", "entrypoint_options", "submit_cmd")
                  if k in submitted}
         return {**last, **shown, "changed": bool(submitted.get("changed") or last.get("changed"))}
@@ -192,113 +194,66 @@ class ActionModule(ActionBase):
             name, ray_config=ray_config, specs_dir=args["specs_dir"] or os.path.join(PROJECT_ROOT, "jobspecs"),
             site_defaults=site_defaults, overrides=overrides, extra_vars=extra)
 
-    def _retries(self, module, last, spec, ray_config, poll_s):
-        """After a wait: while the job failed, follow its newest attempt if it has one (the watcher, or an earlier run
-        of this command, resumed it), else submit the next attempt when the retry rule (retry.py) says it is due.
+    def _chain(self, module, last, spec, poll_s):
+        """Follow the chain of attempts: while the attempt followed ended FAILED, one `next` call says what comes next
+        (a newer attempt to follow, or the next one submitted; chain.py decides), and that one is followed.
 
-        spec: the job's spec as this run resolved it (secrets included), or None to take it from the record."""
+        spec: the job's spec as this run resolved it (secrets included; the module hides them), or None."""
         followed = {last.get("submission_id")}
-        while not last.get("failed") and last.get("state") == "FAILED":
-            try:
-                status = JobStatus.from_dict(last.get("status"), where=f"{last.get('submission_id')}'s status")
-            except RecordError as exc:
-                return {**last, "failed": True, "msg": f"{exc}; not retried"}
-            planned = module(action="attempt", submission_id=last["submission_id"])
-            newest = planned.get("newest")
-            if newest in followed - {last["submission_id"]}:  # links on the share that lead back: never a loop
+        while not last.get("failed") and last.get("state") == FAILED:
+            went = module(action="next", submission_id=last["submission_id"], secret_env=self._secret_env(),
+                          **({"spec": spec} if spec is not None else {}))
+            for line in went.get("lines") or []:
+                self._show(line)
+            newest = went.get("follow")
+            if went.get("failed") or not newest:
+                return went if went.get("failed") else last
+            if newest in followed:  # links on the share that lead back: never a loop
                 return {**last, "failed": True, "msg": f"{last['submission_id']}: its attempts' links lead back to "
                         f"{newest}: not followed again; look at both with job.yml -e id=ID"}
-            if newest and newest != last["submission_id"]:
-                followed.add(newest)
-                self._show(f"{last['submission_id']}: FAILED; following its newest attempt, {newest}")
-                last = self._follow(module, newest, None, poll_s)
-                continue
-            due, why = retry.due(status, planned.get("attempts_made", 0))
-            if not due or planned.get("failed"):
-                break
-            self._show(f"{last['submission_id']}: failed ({status.diagnosis.kind}): {why}, resuming from the newest "
-                       "whole checkpoint")
-            last = self._resume(module, last["submission_id"], spec, ray_config, poll_s, planned)
+            followed.add(newest)
+            last = self._follow(module, newest, went.get("output_dir"), poll_s)
         return last
 
-    def _watch(self, module, ray_config):
-        """One watcher pass (the module's), then the next attempt of each job it found failed and retryable:
-        submitted, not followed (the next pass follows it, like any open record)."""
-        watched = module(action="watch")
+    def _watch(self, module):
+        """One watcher pass: the module's, its retries included (one call to the head); this side prints."""
+        watched = module(action="watch", secret_env=self._secret_env())
         if watched.get("failed"):
             return watched
         for sid, ended in (watched.get("ended") or {}).items():
             self._show(f"{sid}: {ended}")
         for hung in watched.get("hung", []):
             self._show(f"{hung['submission_id']}: hung: {hung.get('summary') or 'no stacks'}")
-        for sid in watched.get("retry", []):
-            try:
-                self._watch_retry(module, ray_config, watched, sid)
-            except Exception as exc:  # noqa: BLE001 - one record's error is one line; the pass retries the others
-                # its type only: the text of an error over a record's content may quote a value of it (a secret)
-                line = (f"{sid}: not retried in this pass ({type(exc).__name__} reading its record); a later pass "
-                        f"tries again: job.yml -e id={sid} -e do=status")
-                self._show(line)
-                watched.setdefault("errors", []).append(line)
+        for line in watched.get("lines") or []:
+            self._show(line)
         self._show(watched.get("msg", ""))
         return watched
 
-    def _watch_retry(self, module, ray_config, watched, sid):
-        """The next attempt of one record the pass found due, submitted, not followed. A failure that is the job's
-        (too few healthy workers, say) is one line and the job stays FAILED; an error leaves the retry pending (the
-        module's retry index), so a later pass takes it up."""
-        planned = module(action="attempt", submission_id=sid)
-        if planned.get("failed") or planned.get("newest") not in (None, sid):
-            return
-        status = JobStatus.from_dict(planned.get("status"), where=f"{sid}'s status")
-        if not retry.due(status, planned.get("attempts_made", 0))[0]:
-            return
-        submitted = self._resume(module, sid, None, ray_config, 0, planned, follow_it=False)
-        if submitted.get("failed"):  # too few healthy workers, say: the job stays FAILED, the pass goes on
-            self._show(submitted.get("msg", f"{sid}: not retried"))
-            watched.setdefault("not_retried", []).append(sid)
-            return
-        watched.setdefault("attempts", []).append(submitted.get("submission_id") or sid)
-        watched["changed"] = True
-
-    def _resume(self, module, submission_id, spec, ray_config, poll_s, planned=None, follow_it=True):
-        """Submit the next attempt resuming submission_id (from its newest whole checkpoint), and follow it
-        (unless follow_it is false: then the submission's result)."""
-        planned = planned or module(action="attempt", submission_id=submission_id)
-        if planned.get("failed"):
-            return planned
-        extra = json.loads(json.dumps(dict(load_extra_vars(self._loader))))
-        try:
-            attempt = jobspec_input.resume_job(
-                spec or planned["job_spec"], planned["next_id"], submission_id, ray_config=ray_config,
-                site_defaults=ray_action.inventory_value(self._templar, "jobspec_defaults", {}) or {},
-                extra_vars=extra, known=spec is not None)
-        except jobspec_input.JobSpecError as exc:
-            return {"failed": True, "msg": str(exc)}
-        # The workers the failed attempt blames are cordoned first, so the next one runs on healthy ones (around.py).
-        went = module(action="around", submission_id=submission_id)
-        if went.get("failed"):
+    def _resume(self, module, submission_id, poll_s):
+        """do=resume: the next attempt, submitted by the module whatever the retry rule says, then followed."""
+        went = module(action="resume", submission_id=submission_id, secret_env=self._secret_env())
+        for line in went.get("lines") or []:
+            self._show(line)
+        if went.get("failed") or self._task.check_mode or not went.get("follow"):
             return went
-        if went.get("progress"):
-            self._show(went["progress"])
-        submitted = module(action="submit", spec=attempt.to_dict(), preflight=False)
-        if submitted.get("failed") or self._task.check_mode:
-            return submitted
-        if submitted.get("existed"):
-            again = module(action="attempt", submission_id=submission_id)
-            if again.get("newest") == attempt.submission_id:  # the watcher submitted it meanwhile: follow that one
-                self._show(f"{attempt.submission_id}: submitted by another run; following it")
-                return self._follow(module, attempt.submission_id, None, poll_s) if follow_it else submitted
-            return {"failed": True, "msg": f"{attempt.submission_id} exists already: its record was not linked "
-                    f"to {planned.get('root')}; look at it with job.yml -e id={attempt.submission_id}"}
-        resumed = ResumedFrom.of(submitted.get("resumed_from"))  # the module's own result: a mapping or absent
-        where = (f"{resumed.path} (step {resumed.step})" if resumed.path
-                 else "step 0 (save_freq -1: checkpoints are off)" if checkpoints_off(spec or planned["job_spec"])
-                 else "the start (it saved no checkpoint)")
-        self._show(f"{attempt.submission_id}: submitted, resuming {submission_id} from {where}")
-        if not follow_it:
-            return submitted
-        return self._follow(module, attempt.submission_id, attempt.output_dir, poll_s)
+        last = self._follow(module, went["follow"], went.get("output_dir"), poll_s)
+        return self._chain(module, last, None, poll_s)
+
+    def _secret_env(self):
+        """The secret env values a next attempt may need that its record keeps redacted, for the module (no_log):
+        this run's -e env.NAME (`cli`) and the site's jobspec_defaults env by layer (`site`: all, trainers, a
+        workload). Only secret names: a no_log value is hidden wherever it appears in the module's output."""
+        extra = json.loads(json.dumps(dict(load_extra_vars(self._loader))))
+        site = ray_action.inventory_value(self._templar, "jobspec_defaults", {}) or {}
+
+        def secret(env):
+            env = env if isinstance(env, dict) else {}
+            return {str(k): str(v) for k, v in env.items() if redaction.is_secret_name(str(k), self._names)}
+
+        cli = secret({str(k)[4:]: v for k, v in extra.items() if str(k).startswith("env.")})
+        layers = {str(k): secret(v.get("env")) for k, v in site.items() if isinstance(v, dict)} \
+            if isinstance(site, dict) else {}
+        return {"cli": cli, "site": {k: v for k, v in layers.items() if v}}
 
     def _with_site_secret_names(self, ray_config):
         """ray_config with the site's extra secret names (inventory jobspec_secret_env_names) added."""

@@ -23,20 +23,22 @@ description:
     FAILED (reason HEAD_RESTARTED), keeping all it holds. O(action=reconcile) does that for every record on the
     shared root (up.yml runs it after healing). When the head cannot be read, nothing is finalised.
   - A job whose spec sets C(retries) and that failed for one of C(retries.on)'s reasons (its record's diagnosis)
-    is resubmitted by the action as a linked attempt C(<id>-r1), C(-r2), ... up to C(retries.max), resuming
-    verl from the newest whole checkpoint over the job's and its attempts' checkpoint dirs
-    (module_utils/verl/checkpoints.py); the first job's status.json lists its C(attempts), each attempt's names
-    C(attempt_of) and C(resumed_from). O(action=resume) does the same by hand (O(action=attempt) is its module
-    half, which names the next attempt and returns the record's spec, changing nothing). Before it submits, the
-    workers the failed attempt's blame names are cordoned (O(action=around)), so the attempt runs on healthy ones.
+    is resubmitted as a linked attempt C(<id>-r1), C(-r2), ... up to C(retries.max), resuming verl from the newest
+    whole checkpoint over the job's and its attempts' checkpoint dirs (module_utils/verl/checkpoints.py); the first
+    job's status.json lists its C(attempts), each attempt's names C(attempt_of) and C(resumed_from). What comes after
+    an attempt ends is one engine on the head (module_utils/jobs/chain.py), called once per decision by the follower
+    (O(action=next)), by a person (O(action=resume), which ignores the retry rule) and by the watcher's pass
+    (O(action=watch)). It follows a newer attempt when there is one, else the retry rule decides, the workers the
+    failed attempt's blame names are cordoned (so the attempt runs on healthy ones; too few left is one line and the
+    job stays FAILED), and the next attempt's spec is built on the head from the record and submitted.
   - O(action=wait) and O(action=watch) track a running job's progress (the record's C(progress)); a job whose verl
     step has not moved for its C(timeouts.stall_s) (a job without steps, whose log has not grown; by default ten
     times its median step, at least 900 s) is hung. The stacks of its processes go into C(debug/stacks/), the record's
     C(stall) says what they show, and the spec's C(timeouts.on_stall) (or C(retries.on) hung) decides whether the
     job is stopped (FAILED, reason HUNG, diagnosis hung) or only reported.
   - O(action=watch) is one pass over every record that is not final (C(watch.yml), run by a timer); it does for each
-    what a wait would, so no job needs a follower; the action plugin then submits, without following, the next
-    attempt of each job its spec retries. A record that cannot be read is reported, never changed.
+    what a wait would, so no job needs a follower, and submits, without following, the next attempt of each job its
+    spec retries, in the same call. A record that cannot be read is reported, never changed.
   - O(action=stacks) takes the Python stacks of a running job's processes (its driver and its actors, through the
     dashboard's C(/worker/traceback), which runs C(py-spy dump) on each process's node) into its record, redacted,
     one file per process under C(debug/stacks/<UTC time>/), and says in one line what each waits in
@@ -58,13 +60,12 @@ description:
 options:
   action:
     description:
-      - What to do. C(resume) is the action plugin's only (it calls the module's C(attempt), C(around), then
-        C(submit)); C(attempt) and C(around) are the module's only.
-      - C(around) cordons the workers a failed job's blame names (its spec's C(retries.cordon), on by default; see
-        the ray_cordon module), waits for Ray to hold them, and fails in one line when too few healthy workers remain
-        for the job's resources (the job then stays FAILED with its blame).
+      - What to do. C(next) is the module's only, the follower's one call after an attempt ended FAILED. C(resume)
+        and C(next) submit the next attempt after cordoning the workers the failed job's blame names (its spec's
+        C(retries.cordon), on by default; see the ray_cordon module), and fail in one line when too few healthy
+        workers remain for the job's resources (the job then stays FAILED with its blame).
     type: str
-    choices: [submit, wait, status, stop, logs, stacks, reconcile, watch, resume, attempt, around]
+    choices: [submit, wait, status, stop, logs, stacks, reconcile, watch, resume, next]
     default: submit
   spec:
     description:
@@ -118,6 +119,12 @@ options:
         the epoch). A job that lived through the outage gets it in its record's C(outages), from this moment to
         the start of the head that came back. The action plugin sets it.
     type: int
+  secret_env:
+    description:
+      - For O(action=next), O(action=resume) and O(action=watch), the secret env values a next attempt needs that its
+        record keeps redacted, passed down by the action plugin (never written or shown) - C(cli), this run's
+        C(-e env.NAME) values; C(site), the site's C(jobspec_defaults) env by layer (C(all), C(trainers), a workload).
+    type: dict
   poll_s:
     description:
       - Longest time one O(action=wait) module call follows the job before it returns its progress line;
@@ -268,14 +275,39 @@ hung:
   type: list
   elements: dict
 retry:
-  description: (watch) Ids of the jobs finalised as FAILED for a reason their spec retries; the action submits their
-    next attempts.
+  description: (watch) Ids of the jobs whose retry the retry rule found due in this pass (submitted or not).
   returned: when action=watch
   type: list
   elements: str
 attempts:
-  description: (watch, the action) The attempts it submitted.
+  description: (watch) The attempts it submitted.
   returned: when action=watch and attempts were submitted
+  type: list
+  elements: str
+not_retried:
+  description: (watch) Ids whose retry was due and not submitted (refused, or left for a later pass); RV(lines) says
+    why.
+  returned: when action=watch and a retry was not submitted
+  type: list
+  elements: str
+outcomes:
+  description: (watch) For each job whose next attempt was decided, what was (one of RV(outcome)'s values).
+  returned: when action=watch
+  type: dict
+outcome:
+  description:
+    - (next, resume) What came after the attempt - C(follow) a newer attempt exists, C(submitted) the next one was
+      (in check mode, would be), C(not_due) the retry rule does not retry it, C(refused) its retry is a person's call,
+      C(pending) it could not be submitted now.
+  returned: when action=next or action=resume
+  type: str
+follow:
+  description: (next, resume) The attempt to follow next; null when none.
+  returned: when action=next or action=resume
+  type: str
+lines:
+  description: (next, resume, watch) What the action prints of the decisions made (secrets redacted).
+  returned: when action=next, action=resume or action=watch
   type: list
   elements: str
 unreadable:

@@ -181,33 +181,6 @@ def resolve_job(name, *, ray_config, specs_dir, site_defaults=None, overrides=No
                            site_defaults=site_layer(site_defaults, workload), cli=cli)
 
 
-def resume_job(job_spec, next_id, resume_from, *, ray_config, site_defaults=None, extra_vars=None, known=False):
-    """The JobSpec of `next_id`, an attempt that resumes `resume_from` with the same spec.
-
-    job_spec: the earlier job's resolved spec. From its record (known=False) its secret env values are
-    "<redacted>": they are taken again from this run's -e env.NAME values or the site's jobspec_defaults,
-    and a secret found in neither is an error naming it. known=True: the spec this run resolved itself.
-    """
-    name, layer = jobspec.attempt_layer(job_spec, next_id, resume_from)
-    if not known:
-        env = dict(layer.get("env") or {})
-        site_env = site_layer(site_defaults, layer.get("workload")).get("env") or {}
-        cli_env = {str(k)[4:]: v for k, v in (extra_vars or {}).items() if str(k).startswith("env.")}
-        for key, value in env.items():
-            if value != redaction.REDACTED:
-                continue
-            if key in cli_env or key in site_env:
-                env[key] = str(cli_env[key] if key in cli_env else site_env[key])
-            else:
-                raise JobSpecError(f"env.{key}", "is a secret the record does not keep: pass it again with "
-                                   f"-e env.{key}=VALUE (or set it in jobspec_defaults)", value)
-        layer["env"] = env
-        if redaction.REDACTED in json.dumps(layer):
-            raise JobSpecError("spec", f"the record of {resume_from} holds a redacted value outside env: resubmit "
-                               "it with submit.yml and -e resume_from=" + str(resume_from), redaction.REDACTED)
-    return jobspec.resolve(layer, name=name, ray_config=ray_config)
-
-
 class SuiteError(Exception):
     """A bad suite file; str() is one line naming the suite and what is wrong."""
 

@@ -28,10 +28,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 from plugin_utils import PROJECT_ROOT as ROOT
 from plugin_utils import regression_run
 
+from ansible.module_utils.jobs import client as jc  # isort: skip
+
 PLAYBOOK = "watch.yml"
 HEAL_PLAYBOOK = "up.yml"
-# What ray_job says when the head's job API does not answer (module_utils/jobs/runner.py UNREACHABLE).
-HEAD_DOWN = "cannot talk to Ray's job API"
 TAIL_LINES = 20  # of a failed pass's output, printed for cron's log or the journal
 
 
@@ -84,10 +84,10 @@ def tail(path, count):
 
 
 def head_down(output):
-    """Whether a failed pass's output says the head's job API did not answer."""
+    """Whether a failed pass's output says the head cannot be reached (jc.head_down, the follower's reading too)."""
     try:
         with open(output, encoding="utf-8", errors="replace") as handle:
-            return HEAD_DOWN in handle.read()
+            return jc.head_down(handle.read())
     except OSError:
         return False
 

@@ -14,7 +14,10 @@ verl/ and jobspec/ (tests/unit/module_utils/test_layers.py holds every package t
   verdicts.py   the preflight's answers that passed, kept on the share per code, trainer, overrides and env
   step.py       one step of a job's life (finalise, deadlines, outage, progress, hang), taken by every follower
                 and by the watcher, so a job followed and one nobody follows end alike
-  retry.py      the one retry rule (whether a failed job's next attempt is due)
+  retry.py      the one retry rule (whether a failed job's next attempt is due), asked by chain.py only
+  chain.py      what comes after an attempt ends, one engine for the follower (action=next), do=resume and the
+                watcher's pass: follow a newer attempt, or decide the retry, go around the blamed, submit the next
+  around.py     a retry goes around the workers its failed attempt blames: cordoned and held first, bounded
   follow.py     wait, stop, status and logs: each a step (step.py) and what it returns
   driver_log.py the driver's log in the record, refreshed with only the bytes Ray's log gained since the last look
   progress.py   verl's own metrics.jsonl read as it grows: steps, loss, reward, pace, the readable progress line
@@ -28,7 +31,7 @@ verl/ and jobspec/ (tests/unit/module_utils/test_layers.py holds every package t
   worker_logs.py  the job's own Ray workers' logs copied into logs/workers/<node_ip>/ (bounded, redacted) when its
                 stacks are taken and when it is finalised, so the blame outlives the cluster
   goodput.py    a chain of attempts' wall time: productive, and lost by cause (the first job's goodput)
-  attempts.py   linked attempts and the checkpoint a resumed attempt starts from
+  attempts.py   linked attempts, the next one's id and spec (built on the head), the checkpoint it starts from
   reconcile.py  records of jobs a restarted head forgot
   open_index.py the index of records that are not final (jobs/.open/), so no reader walks every record
   runner.py     dispatch of an action and the one-line message of a failure outside it

@@ -10,7 +10,6 @@ the workers stay uncordoned. Past that a person decides (cordon.yml by hand, the
 
 from ansible.module_utils.base import conventions, cordon_hold, cordons
 from ansible.module_utils.jobs import attempts
-from ansible.module_utils.jobs.follow import refresh
 from ansible.module_utils.jobs.job import Failed
 from ansible.module_utils.jobs.record import read_json, status_of
 
@@ -78,23 +77,12 @@ def bounded(sid, fresh, cordoned, all_workers, chain, blame_line):
             f"host=... for each, then job.yml -e id={sid} -e do=resume")
 
 
-def around_action(module, job):
-    """action=around: before the next attempt of this final job, cordon the workers its blame names (its spec's
-    retries.cordon, on unless false; each once: a worker a person gave back stays so) and say whether the attempt can
-    run on the healthy ones; Failed (one line) when it cannot, and then a person decides: no watcher pass takes its
-    retry up again. A job that did not fail (a person stopped it) blames no one: only the healthy workers count."""
-    try:
-        return _around(module, job)
-    except Failed:
-        if not module.check_mode:
-            job.record.retry_decided()
-        raise
-
-
-def _around(module, job):
-    status, _, _ = refresh(module, job)
-    if not status.final or status.state == "SUCCEEDED":
-        raise Failed(f"{job.sid}: {status.state}: nothing to resume")
+def go_around(module, job, status):
+    """Before the next attempt of this final job (status: its record's), cordon the workers its blame names (its
+    spec's retries.cordon, on unless false; each once: a worker a person gave back stays so) and say whether the
+    attempt can run on the healthy ones: the result's `progress` says what was cordoned. Failed (one line) when it
+    cannot; the caller (chain.py) then leaves the job FAILED for a person to decide. A job that did not fail (a person
+    stopped it) blames no one: only the healthy workers count."""
     config, url = job.config, job.config.dashboard_url
     nodes = job.client.nodes()
     known = {cordons.canonical(n.get("node_ip")): n for n in nodes if cordons.canonical(n.get("node_ip"))}

@@ -2,16 +2,18 @@
 
 The first job's status.json lists its `attempts`; each attempt's names its first job (`attempt_of`) and the
 checkpoint it resumed from (`resumed_from`). Checkpoints are searched over the job's and its attempts' dirs
-(module_utils/verl/checkpoints.py), on the head, where the shared root is.
+(module_utils/verl/checkpoints.py), and the next attempt's spec is built, on the head, where the shared root is.
 """
 
+import json
 import os
 
 from ansible.module_utils.base import conventions
-from ansible.module_utils.jobs.follow import refresh
+from ansible.module_utils.base.redaction import REDACTED
 from ansible.module_utils.jobs.job import Failed
 from ansible.module_utils.jobs.record import Record, paths, read_json, status_of
 from ansible.module_utils.jobspec import model as js
+from ansible.module_utils.jobspec.fields import TRAINERS
 from ansible.module_utils.verl import checkpoints as ck
 
 
@@ -75,32 +77,54 @@ def link(config, root, sid):
     Record(conventions.job_dir(config.shared_root, root), root).link_attempt(sid)
 
 
-def attempt_action(module, job):
-    """action=attempt: the id and spec of the next attempt resuming this job (nothing changes).
-
-    Returns `newest`, the last linked attempt: when it is another job, the caller follows that one instead
-    (a re-run of a retried job must not start one more attempt)."""
-    status, _, _ = refresh(module, job)
-    root, linked = chain(job.config, job.sid)
-    plan = {"root": root, "newest": linked[-1], "attempts_made": len(linked) - 1}
-    if linked[-1] != job.sid:
-        newest = status_of(job.config.shared_root, linked[-1])
-        if newest is None or not newest.final or newest.state == "SUCCEEDED":
-            state = newest.state if newest is not None else None
-            raise Failed(f"{job.sid}: its attempt {linked[-1]} is {state}: follow that one "
-                         f"(job.yml -e id={linked[-1]} -e do=wait)", **job.result(status, ""), **plan)
-    elif status.rebuilt and not status.final:
-        raise Failed(f"{job.sid}: nothing to resume, its {status.rebuilt}", **job.result(status, ""), **plan)
-    elif not status.final or status.state == "SUCCEEDED":
-        why = "it succeeded" if status.state == "SUCCEEDED" else "it has not ended (stop it first)"
-        raise Failed(f"{job.sid}: {status.state}: nothing to resume, {why}", **job.result(status, ""), **plan)
-    next_id = f"{root}-r{len(linked)}"
+def next_id(job, root, linked):
+    """The id of the attempt after linked's last: <root>-r<n>."""
+    found = f"{root}-r{len(linked)}"
     try:
-        conventions.check_id(f"{job.sid}: the attempt's id", next_id)
+        return conventions.check_id(f"{job.sid}: the attempt's id", found)
     except ValueError as exc:
         raise Failed(str(exc)) from None
+
+
+def spec_of_next(job, attempt_id, root, known, secret_env, ray_config):
+    """The resolved JobSpec of attempt_id, which resumes job, built here on the head (jobspec.attempt_layer, resolve).
+
+    known: the chain's spec as the follower resolved it (secrets included), used when it is the root's. Otherwise the
+    spec is job's record's, whose secret env values are "<redacted>": each is taken from secret_env, what the control
+    host passed down (no_log): this run's -e env.NAME values (`cli`) over the site's jobspec_defaults env for the
+    workload (`site`: all, trainers, the workload). A secret found in neither is an error naming env.NAME."""
+    if isinstance(known, dict) and known.get("submission_id") == root:
+        return js.resolve(js.attempt_layer(known, attempt_id, job.sid)[1], name=known.get("name"),
+                          ray_config=ray_config)
     spec = read_json(job.rec["job_spec"], base=job.rec["dir"])
     if not isinstance(spec, dict):
         raise Failed(f"{job.sid}: its record has no readable {job.rec['job_spec']}")
-    return dict(job.result(status, f"{job.sid}: the next attempt is {next_id}"), next_id=next_id, job_spec=spec,
-                **plan)
+    name, layer = js.attempt_layer(spec, attempt_id, job.sid)
+    env = dict(layer.get("env") or {}) if isinstance(layer.get("env"), dict) else {}
+    given = given_env(secret_env, layer.get("workload"))
+    for key, value in env.items():
+        if value != REDACTED:
+            continue
+        if key not in given:
+            raise js.JobSpecError(f"env.{key}", "is a secret the record does not keep: pass it again with "
+                                  f"-e env.{key}=VALUE (or set it in jobspec_defaults)", value)
+        env[key] = given[key]
+    layer["env"] = env
+    if REDACTED in json.dumps(layer):
+        raise js.JobSpecError("spec", f"the record of {job.sid} holds a redacted value outside env: resubmit it with "
+                              f"submit.yml and -e resume_from={job.sid}", REDACTED)
+    return js.resolve(layer, name=name, ray_config=ray_config)
+
+
+def given_env(secret_env, workload):
+    """The secret env values the control host gave for a workload: the site's (all < trainers < the workload's),
+    then this run's -e values over them."""
+    secret_env = secret_env if isinstance(secret_env, dict) else {}
+    site = secret_env.get("site") if isinstance(secret_env.get("site"), dict) else {}
+    out = {}
+    for key in ["all", *(["trainers"] if workload in TRAINERS else []), workload]:
+        part = site.get(key) if isinstance(key, str) else None
+        out.update({str(k): str(v) for k, v in (part if isinstance(part, dict) else {}).items()})
+    cli = secret_env.get("cli") if isinstance(secret_env.get("cli"), dict) else {}
+    out.update({str(k): str(v) for k, v in cli.items()})
+    return out

@@ -12,6 +12,19 @@ from ansible.module_utils.base import ray_cluster as rc
 _NOT_FOUND = re.compile(r"^Request failed with status code 404\b|\bdoes not exist\b")
 
 
+# How a ray_job result says the head cannot be reached, the one reading of it (the follower's wait through an outage,
+# scripts/watch.py's --heal): the module's one line when Ray's job API did not answer (runner.connection_problem), or
+# Ansible's own word for a module whose process died, as it does on a head that goes down under it.
+UNREACHABLE = "cannot talk to Ray's job API"
+MODULE_DIED = "MODULE FAILURE"
+
+
+def head_down(said):
+    """Whether a failed ray_job result's message (or a pass's whole output) says the head cannot be reached."""
+    text = str(said or "")
+    return UNREACHABLE in text or MODULE_DIED in text
+
+
 def is_not_found(exc):
     return isinstance(exc, RuntimeError) and _NOT_FOUND.search(str(exc)) is not None
 

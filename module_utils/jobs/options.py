@@ -16,14 +16,14 @@ ACTIONS = {
     "logs": ("both", "the end of the driver log"),
     "stacks": ("both", "the Python stacks of a running job's processes into its record (debug/stacks/)"),
     "reconcile": ("both", "finalise the records of jobs a restarted head forgot"),
-    "watch": ("both", ("one pass over every open record: finalise, enforce timeouts, handle hangs, reconcile "
-                       "(the action plugin then submits the attempts due)")),
-    "resume": ("action", "submit the next attempt from the newest whole checkpoint and follow it"),
-    "attempt": ("module", "name the next attempt and return the record's spec (resume's module half)"),
-    "around": ("module", "cordon the workers a failed job's blame names; fail when too few healthy ones remain"),
+    "watch": ("both", ("one pass over every open record: finalise, enforce timeouts, handle hangs, reconcile, and "
+                       "submit the next attempt of each job the retry rule retries (module_utils/jobs/chain.py)")),
+    "resume": ("both", "submit the next attempt from the newest whole checkpoint (the action then follows it)"),
+    "next": ("module", ("after an attempt ended: follow its newest attempt, or decide its retry, cordon around "
+                        "the blamed and submit the next attempt (chain.py); the follower's one call per decision")),
 }
 # The actions that name a job (submission_id required).
-NEEDS_ID = ("wait", "status", "stop", "logs", "resume", "attempt", "around", "stacks")
+NEEDS_ID = ("wait", "status", "stop", "logs", "resume", "next", "stacks")
 # What a person asks of one job (job.yml -e do=...): those that name a job, but the module's own.
 PER_JOB = tuple(a for a in NEEDS_ID if ACTIONS[a][0] != "module")
 
@@ -38,6 +38,8 @@ OPTIONS = {
     "preflight": ("both", {"type": "bool", "default": True}),
     "output_dir": ("module", {"type": "path"}),
     "last_seen_ms": ("module", {"type": "int"}),
+    # What only the control host has for a next attempt: the secret env values its record keeps redacted.
+    "secret_env": ("module", {"type": "dict", "no_log": True}),
     "overrides": ("action", {"type": "dict", "default": {}}),
     "extra_vars": ("action", {"type": "bool", "default": False}),
     "wait": ("action", {"type": "bool", "default": False}),
@@ -52,8 +54,8 @@ OPTIONS = {
 def argument_spec(side):
     """The argument spec of one side ("module" or "action"), from OPTIONS and ACTIONS.
 
-    Both sides take every action, so both documents agree: the action plugin hands `attempt` to the module, and
-    the module refuses `resume` with one line (only the action plugin can submit and follow an attempt)."""
+    Both sides take every action, so both documents agree: the action plugin hands `next` to the module (its
+    follower's call after an attempt ended), and the module's `resume` submits the attempt the action then follows."""
     spec = {name: dict(arg) for name, (where, arg) in OPTIONS.items() if where in ("both", side)}
     spec["action"]["choices"] = list(ACTIONS)
     return spec

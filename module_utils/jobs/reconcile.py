@@ -55,10 +55,11 @@ def forgotten(job, status):
     return finalize_forgotten(job, status, started)[0]
 
 
-def open_records(shared_root, unreadable=None, tidy=True):
+def open_records(shared_root, unreadable=None, tidy=True, unproven=None):
     """Ids of the records on the shared root whose status.json is not final (a record without a trusted status.json
     is left alone: an interrupted submit, which the same submit command completes, or one nobody can vouch for;
-    `unreadable`, a list, gets "<id>: <why>" for each untrusted one).
+    `unreadable`, a list, gets "<id>: <why>" for each untrusted one; `unproven`, a list, gets the ids of both kinds,
+    for the watcher to step as a follower would: step.py never finalises one Ray does not know).
 
     Only the records the open index lists are read (open_index); without a complete index every record is, once,
     and the index is written (tidy: false, as in check mode, writes nothing, nor removes an entry left behind)."""
@@ -85,6 +86,8 @@ def open_records(shared_root, unreadable=None, tidy=True):
             found.append(sid)
         elif status is not None and listed is not None and tidy:
             record.leave_index()  # final since: a run ended between writing status.json and leaving the index
+    if unproven is not None:
+        unproven += unsure
     if listed is None and tidy and os.path.isdir(jobs_dir):
         try:
             for sid in found + unsure:

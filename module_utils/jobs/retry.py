@@ -2,6 +2,7 @@
 pass and the regression runner all ask it, so a job followed and one nobody follows are retried alike."""
 
 from ansible.module_utils.base import conventions
+from ansible.module_utils.jobs.status import FAILED
 
 
 def due(status, attempts_made=None):
@@ -12,7 +13,7 @@ def due(status, attempts_made=None):
     by a person or by Slurm is not (each attempt would get a fresh max_run_s); one stopped as hung is: a hang is a
     failure of the run, not a limit of it."""
     policy, kind = status.retries, status.diagnosis.kind
-    if status.state != "FAILED" or not status.final:
+    if status.state != FAILED or not status.final:
         return False, f"it is {status.state}"
     if kind not in (policy.on or ()):
         return False, f"its spec does not retry {kind or 'an unknown failure'}"

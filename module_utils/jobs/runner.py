@@ -4,17 +4,17 @@ import os
 
 from ansible.module_utils.base import conventions
 from ansible.module_utils.base import ray_cluster as rc
-from ansible.module_utils.jobs import around, attempts, follow, options, reconcile, stacks, submit, watch
+from ansible.module_utils.jobs import chain, follow, options, reconcile, stacks, submit, watch
+from ansible.module_utils.jobs import client as jc
 from ansible.module_utils.jobs.job import Failed, Job
 from ansible.module_utils.jobs.record import LockTimeout
 from ansible.module_utils.jobs.status import RecordError
 from ansible.module_utils.jobspec import model as js
 
-UNREACHABLE = "cannot talk to Ray's job API"
 # Where Ray's client raises from (its SDK, HTTP and its libraries): an error raised there is Ray's, whatever its type.
 _RAY_PACKAGES = ("ray", "requests", "urllib3", "aiohttp")
 ACTIONS = {"wait": follow.follow, "stop": follow.stop, "status": follow.status_action, "logs": follow.logs_action,
-           "attempt": attempts.attempt_action, "around": around.around_action, "stacks": stacks.stacks_action}
+           "next": chain.next_action, "resume": chain.resume_action, "stacks": stacks.stacks_action}
 
 
 def run(module):
@@ -82,7 +82,7 @@ def connection_problem(exc, p):
         return f"cannot write the job record at {filename}: {exc.strerror}; fix that and run the same command again"
     if any(sign in text for sign in ("401", "403", "Unauthorized", "Forbidden", "authentication")):
         return f"Ray at {url} refused the token from {p['token_path'] or '(no token file)'}: {text}"
-    return f"{UNREACHABLE} at {url}: {type(exc).__name__}: {text}"
+    return f"{jc.UNREACHABLE} at {url}: {type(exc).__name__}: {text}"
 
 
 def main(module):
@@ -95,6 +95,7 @@ def main(module):
         module.fail_json(msg=str(exc))
     except Exception as exc:  # noqa: BLE001 - Ray's client: one line naming the address or the token file
         msg = connection_problem(exc, module.params)
-        # A head that does not answer may be coming back (a GCS store): the follower decides how long to wait.
-        module.fail_json(msg=msg, head_unreachable=msg.startswith(UNREACHABLE))
+        # A head that does not answer may be coming back (a GCS store): the follower decides how long to wait, reading
+        # this message with jc.head_down.
+        module.fail_json(msg=msg)
     module.exit_json(**result)

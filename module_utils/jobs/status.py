@@ -35,6 +35,7 @@ STATES = {
                 "why); such a record is never finalised from a guess"),
 }
 RAY_STATES = ("PENDING", "RUNNING", "STOPPED", "SUCCEEDED", "FAILED")
+SUCCEEDED, FAILED = "SUCCEEDED", "FAILED"  # the final states the chain of attempts (chain.py) decides on
 TERMINAL = TERMINAL_JOB_STATES
 # States that appear in results and reports only, never in a status.json.
 NEW = "NEW"  # check mode: the job would be submitted

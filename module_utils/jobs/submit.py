@@ -21,8 +21,14 @@ from ansible.module_utils.jobspec.fields import TRAINERS
 
 
 def submit(module, config):
+    """action=submit: the JobSpec the action plugin resolved (module.params)."""
+    return submit_spec(module, config, module.params["spec"], module.params["preflight"])
+
+
+def submit_spec(module, config, spec, preflight_on):
+    """Submit a resolved JobSpec (a dict): the action's, or the next attempt's (chain.py, preflight off)."""
     try:
-        spec = js.check_cluster(js.JobSpec.from_dict(module.params["spec"]), config)
+        spec = js.check_cluster(js.JobSpec.from_dict(spec), config)
     except js.JobSpecError as exc:
         raise Failed(str(exc)) from None
     check_paths(spec, config)
@@ -61,7 +67,7 @@ def submit(module, config):
         return existing()
     check_code(spec)
     nodes = None  # the cluster's nodes, asked once: the preflight's checks, then the record's snapshot
-    if module.params["preflight"] and info is None and spec.workload in TRAINERS:
+    if preflight_on and info is None and spec.workload in TRAINERS:
         nodes = cluster_nodes(job)
         facts = compose(module, spec, config, runtime_env, resume_path, nodes) or {}
         shown["preflight"] = ("passed: the verdict kept for the same code, trainer, overrides and env"

@@ -5,40 +5,14 @@ and are killed by PID at teardown)."""
 import os
 
 import pytest
-from ansible.module_utils.base import conventions, cordon_hold
-from ansible.module_utils.base import ray_cluster as rc
-from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.jobs import evidence, follow, record, step, submit
-from ray_job_harness import HEAD, WORKER, Clock, FakeRay
+from ansible.module_utils.base import conventions
+from ray_job_harness import fake_ray
 from redis_harness import REDIS_SERVER, FakePeer, RedisServer
 
 
 @pytest.fixture
 def ray(monkeypatch):
-    clock = Clock()
-    fake = FakeRay(clock)
-    monkeypatch.setattr(rc, "job_client", fake.client)
-    monkeypatch.setattr(rc, "list_nodes", lambda url: [HEAD, WORKER])
-    monkeypatch.setattr(rc, "cluster_status_text", lambda url, token: "======== Autoscaler status ========")
-    monkeypatch.setattr(rc, "list_actor_summaries", lambda url, limit=1000: [])
-    monkeypatch.setattr(rc, "list_alive_actor_nodes", lambda url: [])
-    monkeypatch.setattr(rc, "job_log_tail", fake.log_tail)
-    monkeypatch.setattr(rc, "job_log_chunks", fake.log_chunks)
-    monkeypatch.setattr(rc, "node_logs", fake.node_logs)  # the nodes' own logs: never a request from a unit test
-    monkeypatch.setattr(rc, "node_log_tail", fake.node_log_tail)
-    monkeypatch.setattr(cordon_hold, "list_groups", fake.list_groups)  # the cordons' holds (around.py)
-    monkeypatch.setattr(cordon_hold, "apply", fake.hold)
-    for module in (evidence, follow, record, step, submit):
-        monkeypatch.setattr(module, "time", clock)
-
-    def no_process(self, args, **kwargs):
-        raise AssertionError(f"unexpected command {args}")
-
-    monkeypatch.setattr(AnsibleModule, "run_command", no_process)
-    # The module clears proxies and RAY_ADDRESS in its own process: give them back afterwards.
-    for name in (*rc._STRAY_ENV, "NO_PROXY", "no_proxy", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH"):
-        monkeypatch.setenv(name, "")
-    return fake
+    return fake_ray(monkeypatch)
 
 
 @pytest.fixture

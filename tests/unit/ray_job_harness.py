@@ -12,7 +12,12 @@ import types
 import pytest
 import ray_job
 from ansible.errors import AnsibleUndefinedVariable
+from ansible.module_utils.base import cordon_hold
+from ansible.module_utils.base import ray_cluster as rc
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.jobs import evidence, follow, step
 from ansible.module_utils.jobs import record as jr
+from ansible.module_utils.jobs import submit as jsubmit
 from ansible.module_utils.jobspec import model as jobspec
 from ansible.module_utils.testing import patch_module_args
 from ray.job_submission import JobStatus
@@ -167,6 +172,35 @@ class FakeRay:
         data = "".join(text.splitlines(keepends=True)[-lines:]).encode()
         self.tails.append((node_id, filename))
         return data[-max_bytes:].decode(errors="replace") if max_bytes else data.decode()
+
+
+def fake_ray(monkeypatch):
+    """A FakeRay on its own clock, patched in where the module reaches Ray (the `ray` fixture's; a test that runs a
+    scenario twice makes a second one)."""
+    clock = Clock()
+    fake = FakeRay(clock)
+    monkeypatch.setattr(rc, "job_client", fake.client)
+    monkeypatch.setattr(rc, "list_nodes", lambda url: [HEAD, WORKER])
+    monkeypatch.setattr(rc, "cluster_status_text", lambda url, token: "======== Autoscaler status ========")
+    monkeypatch.setattr(rc, "list_actor_summaries", lambda url, limit=1000: [])
+    monkeypatch.setattr(rc, "list_alive_actor_nodes", lambda url: [])
+    monkeypatch.setattr(rc, "job_log_tail", fake.log_tail)
+    monkeypatch.setattr(rc, "job_log_chunks", fake.log_chunks)
+    monkeypatch.setattr(rc, "node_logs", fake.node_logs)  # the nodes' own logs: never a request from a unit test
+    monkeypatch.setattr(rc, "node_log_tail", fake.node_log_tail)
+    monkeypatch.setattr(cordon_hold, "list_groups", fake.list_groups)  # the cordons' holds (around.py)
+    monkeypatch.setattr(cordon_hold, "apply", fake.hold)
+    for module in (evidence, follow, jr, step, jsubmit):
+        monkeypatch.setattr(module, "time", clock)
+
+    def no_process(self, args, **kwargs):
+        raise AssertionError(f"unexpected command {args}")
+
+    monkeypatch.setattr(AnsibleModule, "run_command", no_process)
+    # The module clears proxies and RAY_ADDRESS in its own process: give them back afterwards.
+    for name in (*rc._STRAY_ENV, "NO_PROXY", "no_proxy", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH"):
+        monkeypatch.setenv(name, "")
+    return fake
 
 
 def make_spec(ray_config, **cli):

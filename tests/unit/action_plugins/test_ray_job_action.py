@@ -209,9 +209,13 @@ def retry_run(ray, ray_config, capsys, monkeypatch, tmp_path, extra, args, first
     return result, sent, shown, jobs
 
 
-def status_of(jobs, sid):
-    with open(os.path.join(jobs, sid, "status.json"), encoding="utf-8") as handle:
+def read_json(path):
+    with open(path, encoding="utf-8") as handle:
         return json.load(handle)
+
+
+def status_of(jobs, sid):
+    return read_json(os.path.join(jobs, sid, "status.json"))
 
 
 def test_a_job_that_lost_a_node_is_retried_from_its_newest_whole_checkpoint(ray, ray_config, capsys,
@@ -221,10 +225,13 @@ def test_a_job_that_lost_a_node_is_retried_from_its_newest_whole_checkpoint(ray,
                                           {"extra_vars": True, "wait": True})
     assert not result.get("failed"), result.get("msg")
     assert result["state"] == "SUCCEEDED" and result["submission_id"] == "tr-1-r1"
-    assert [a["action"] for a in sent] == ["submit", "wait", "attempt", "around", "submit", "wait"]
-    retry = sent[4]["spec"]
+    # One call to the head decides and submits the attempt (module_utils/jobs/chain.py); the spec is built there.
+    assert [a["action"] for a in sent] == ["submit", "wait", "next", "wait"]
+    assert sent[2]["spec"]["submission_id"] == "tr-1" and sent[2]["secret_env"]["cli"] == {"WANDB_API_KEY": SECRET}
+    retry = read_json(os.path.join(jobs, "tr-1-r1", "config", "job_spec.json"))
     assert retry["resume_from"] == "tr-1" and retry["experiment_name"] == "tr-1"
-    assert retry["env"]["WANDB_API_KEY"] == SECRET
+    assert retry["env"]["WANDB_API_KEY"] == "<redacted>" and SECRET not in json.dumps(retry)
+    assert ray.submitted[1]["runtime_env"]["env_vars"]["WANDB_API_KEY"] == SECRET
     assert retry["checkpoint_dir"] == os.path.join(jobs, "tr-1-r1", "checkpoints")
     entrypoint = ray.submitted[1]["entrypoint"]
     assert "trainer.resume_mode=resume_path" in entrypoint
@@ -247,7 +254,7 @@ def test_do_resume_takes_the_spec_from_the_record_and_asks_for_its_secrets_again
     result, sent, _, _ = retry_run(ray, ray_config, capsys, monkeypatch, tmp_path, {"id": "tr-1", "do": "resume"},
                                    {"action": "resume", "submission_id": "tr-1"})
     assert result["failed"] and result["msg"].startswith("jobspec field 'env.WANDB_API_KEY': is a secret the record")
-    assert [a["action"] for a in sent] == ["attempt"] and not os.path.exists(os.path.join(jobs, "tr-1-r1"))
+    assert [a["action"] for a in sent] == ["resume"] and not os.path.exists(os.path.join(jobs, "tr-1-r1"))
 
     extra = {"id": "tr-1", "do": "resume", "env.WANDB_API_KEY": SECRET}
     result, sent, _, _ = retry_run(ray, ray_config, capsys, monkeypatch, tmp_path, extra,
@@ -270,8 +277,7 @@ def test_a_checkpoint_of_another_world_size_is_refused_and_nothing_is_made(ray, 
     save_checkpoint(checkpoints, 2, world=4)
     result, sent, _, _ = retry_run(ray, ray_config, capsys, monkeypatch, tmp_path, {"id": "tr-1", "do": "resume"},
                                    {"action": "resume", "submission_id": "tr-1"})
-    assert result["failed"] and "\n" not in result["msg"]
-    assert [a["action"] for a in sent] == ["attempt", "around", "submit"]
+    assert result["failed"] and "\n" not in result["msg"] and [a["action"] for a in sent] == ["resume"]
     assert result["msg"].startswith("jobspec field 'resume_from': no checkpoint at world size 2 to resume from "
                                     "(global_step_2: ")
     assert "resume refused" in result["msg"] and not os.path.exists(os.path.join(jobs, "tr-1-r1"))
@@ -284,7 +290,7 @@ def test_running_the_retried_command_again_follows_the_attempt_and_starts_none(r
     result, sent, _, _ = retry_run(ray, ray_config, capsys, monkeypatch, tmp_path, extra,
                                    {"extra_vars": True, "wait": True})
     assert result["state"] == "SUCCEEDED" and result["submission_id"] == "tr-1-r1"
-    assert [a["action"] for a in sent] == ["submit", "wait", "attempt", "wait"] and len(ray.submitted) == 2
+    assert [a["action"] for a in sent] == ["submit", "wait", "next", "wait"] and len(ray.submitted) == 2
 
 
 def test_a_job_that_never_saved_is_retried_from_the_start(ray, ray_config, capsys, monkeypatch,
@@ -316,53 +322,45 @@ def test_a_job_with_checkpoints_off_says_at_submission_and_at_its_retry_that_it_
     assert not any("it saved no checkpoint" in line for line in shown)
 
 
-def failed_last(reason, kind, on):
-    return {"state": "FAILED", "submission_id": "j", "status": {
-        "submission_id": "j", "state": "FAILED", "final": True, "reason": reason,
-        "retries": {"max": 3, "on": on}, "diagnosis": {"kind": kind}}}
+def failed_last(sid="j"):
+    return {"state": "FAILED", "submission_id": sid, "status": {"submission_id": sid, "state": "FAILED", "final": True}}
 
 
-def test_a_job_stopped_for_its_own_deadline_is_not_retried():
-    calls = []
+def chain_plugin(monkeypatch, decisions):
+    """The plugin's follower loop (_chain) over a scripted module: `next` answers decisions[sid], a wait ends
+    FAILED; returns (plugin, the module calls)."""
     plugin = make_action({}, {}, lambda **kw: pytest.fail("no module call"))
-    last = failed_last("DEADLINE_EXCEEDED", "nccl_gloo", ["nccl_gloo"])
+    plugin._host, plugin._names, calls = "head", (), []
+    monkeypatch.setattr(plugin, "_secret_env", dict)
+    monkeypatch.setattr(plugin, "_follow", lambda module, sid, out, poll: calls.append(("wait", sid))
+                        or failed_last(sid))
 
     def module(**kw):
-        calls.append(kw["action"])
-        return {"newest": "j", "attempts_made": 0}
-    assert plugin._retries(module, last, None, {}, 5) is last and calls == ["attempt"]
+        calls.append((kw["action"], kw["submission_id"]))
+        return decisions[kw["submission_id"]]
+    return plugin, module, calls
 
 
-def test_a_job_stopped_as_hung_is_retried_by_its_follower_as_the_watcher_would(monkeypatch):
-    """The follower and the watcher ask one rule (retry.due): HUNG is a stop of the project's, yet retried."""
-    plugin = make_action({}, {}, lambda **kw: pytest.fail("no module call"))
-    plugin._host, resumed = "head", []
-    monkeypatch.setattr(plugin, "_resume", lambda module, sid, spec, rc, poll, planned: resumed.append(planned)
-                        or {"state": "SUCCEEDED", "submission_id": "j-r1"})
-    last = failed_last("HUNG", "hung", ["hung"])
-    result = plugin._retries(lambda **kw: {"newest": "j", "attempts_made": 0}, last, None, {}, 5)
-    assert result["submission_id"] == "j-r1" and len(resumed) == 1
+def test_the_follower_asks_the_head_once_and_stops_where_the_engine_says_not_due(monkeypatch):
+    """The follower holds no retry rule: one `next` call, and the job's FAILED stands when the engine says so."""
+    plugin, module, calls = chain_plugin(monkeypatch, {"j": {"outcome": "not_due", "follow": None,
+                                                             "lines": ["j: FAILED, not retried: it was stopped"]}})
+    last = failed_last()
+    assert plugin._chain(module, last, None, 5) is last and calls == [("next", "j")]
 
 
 def test_a_wait_on_a_job_the_watcher_retried_follows_the_newest_attempt(monkeypatch):
-    """job.yml -e do=wait on the first job: its attempt j-r1 is followed, whatever the first job's retry rule says."""
-    plugin = make_action({}, {}, lambda **kw: pytest.fail("no module call"))
-    plugin._host, followed = "head", []
-    monkeypatch.setattr(plugin, "_follow", lambda module, sid, out, poll: followed.append(sid)
-                        or {"state": "SUCCEEDED", "submission_id": sid})
-    last = failed_last("HUNG", "hung", [])  # not retryable by its own rule: the attempt was made by hand
-    result = plugin._retries(lambda **kw: {"newest": "j-r1", "attempts_made": 1, "failed": True}, last, None, {}, 5)
-    assert followed == ["j-r1"] and result["state"] == "SUCCEEDED"
+    """job.yml -e do=wait on the first job: the engine names its attempt j-r1, which is followed."""
+    plugin, module, calls = chain_plugin(monkeypatch, {"j": {"outcome": "follow", "follow": "j-r1"},
+                                                       "j-r1": {"outcome": "not_due", "follow": None}})
+    result = plugin._chain(module, failed_last(), None, 5)
+    assert calls == [("next", "j"), ("wait", "j-r1"), ("next", "j-r1")] and result["submission_id"] == "j-r1"
 
 
 def test_attempt_links_that_lead_back_are_never_followed_in_a_loop(monkeypatch):
     """Anyone who can write the share can make A's newest attempt B and B's newest A: followed once each, then one
     line."""
-    plugin = make_action({}, {}, lambda **kw: pytest.fail("no module call"))
-    plugin._host, follows = "head", []
-    monkeypatch.setattr(plugin, "_follow", lambda module, sid, out, poll: follows.append(sid)
-                        or dict(failed_last(None, "unknown", []), submission_id=sid))
-    newest = {"j": "k", "k": "j"}
-    result = plugin._retries(lambda **kw: {"newest": newest[kw["submission_id"]], "attempts_made": 1},
-                             failed_last(None, "unknown", []), None, {}, 5)
-    assert follows == ["k"] and result["failed"] and "lead back to j" in result["msg"], result
+    plugin, module, calls = chain_plugin(monkeypatch, {"j": {"follow": "k"}, "k": {"follow": "j"}})
+    result = plugin._chain(module, failed_last(), None, 5)
+    assert [c for c in calls if c[0] == "wait"] == [("wait", "k")] and result["failed"]
+    assert "lead back to j" in result["msg"], result

@@ -57,7 +57,7 @@ def test_too_few_healthy_workers_leave_the_job_failed_with_its_blame(ray, ray_co
     assert result["failed"] and "\n" not in result["msg"]
     assert result["msg"].startswith("tr-1: not retried: 0 healthy worker(s) (none) for its 1 node(s) of 2 GPU(s), "
                                     "with 10.0.0.11 cordoned for its blame; it stays FAILED")
-    assert [a["action"] for a in sent] == ["submit", "wait", "attempt", "around"]
+    assert [a["action"] for a in sent] == ["submit", "wait", "next"]
     assert not os.path.exists(os.path.join(jobs, "tr-1-r1")) and len(ray.submitted) == 1
     tr1 = status_of(jobs, "tr-1")
     assert tr1["state"] == "FAILED" and tr1["blame"][0]["node_ip"] == "10.0.0.11" and tr1["attempts"] == []
@@ -108,7 +108,7 @@ def test_a_job_a_person_stopped_is_resumed_and_cordons_nothing(ray, ray_config, 
     result, sent, _, _ = retry_run(ray, ray_config, capsys, monkeypatch, tmp_path, {"id": "tr-1", "do": "resume"},
                                    {"action": "resume", "submission_id": "tr-1"})
     assert not result.get("failed"), result.get("msg")
-    assert [a["action"] for a in sent][:3] == ["attempt", "around", "submit"] and cordon_file(ray_config) is None
+    assert [a["action"] for a in sent][:2] == ["resume", "wait"] and cordon_file(ray_config) is None
 
 
 def test_a_blamed_address_ray_does_not_list_as_a_worker_is_never_cordoned(ray, ray_config, capsys, monkeypatch,

@@ -91,15 +91,24 @@ def test_a_hung_job_whose_spec_says_report_is_reported_once_and_left_running(ray
     assert dumped == [SID] and ray.stopped == [] and not status_of(ray_config)["final"]  # stacks taken once
 
 
-def test_a_record_it_cannot_read_is_reported_and_left_as_it_is(ray, ray_config, capsys):
+def test_a_record_it_cannot_trust_is_reported_and_rebuilt_as_a_follower_would(ray, ray_config, capsys):
+    """Issue 40: the watcher steps such a record as a wait does (step.py): Ray knows the job, so the record is rebuilt
+    with its help, the untrusted file kept beside it; nothing is stopped or judged from the bad file."""
     start(capsys, ray, ray_config)
+    bad = '{"submission_id": "' + SID + '", "state": "RUNNING", "steps": "three"}'
     with open(os.path.join(record(ray_config), "status.json"), "w", encoding="utf-8") as handle:
-        handle.write('{"submission_id": "' + SID + '", "state": "RUNNING", "steps": "three"}')
+        handle.write(bad)
     before = files(record(ray_config))
     out = watch(capsys, ray_config)
     assert len(out["unreadable"]) == 1 and out["unreadable"][0].startswith(SID) and ray.stopped == []
+    assert "rebuilt with what Ray knows" in out["unreadable"][0] and out["open"] == [SID]
     after = files(record(ray_config))
-    assert {k: v for k, v in after.items() if "untrusted" not in k} == before
+    [kept] = [v for k, v in after.items() if "untrusted" in k]
+    assert kept == bad.encode() and status_of(ray_config)["rebuilt"].startswith("status.json is untrusted")
+    assert status_of(ray_config)["state"] == "RUNNING" and not status_of(ray_config)["final"]
+    assert {k: v for k, v in after.items() if k not in ("status.json", "logs/driver.log") and not k.startswith(".")
+            and "untrusted" not in k} == {k: v for k, v in before.items() if k != "status.json" and not
+                                          k.startswith(".") and k != "logs/driver.log"}
 
 
 def test_a_cluster_it_cannot_read_fails_the_pass_and_changes_nothing(ray, ray_config, capsys, monkeypatch):
@@ -145,7 +154,7 @@ def test_check_mode_changes_no_record_and_stops_nothing(ray, ray_config, capsys)
     ray.logs[SID] = STEPS
     ray.clock.now += 120
     before = files(record(ray_config))
-    for action in ("status", "logs", "wait", "attempt"):
+    for action in ("status", "logs", "wait", "next", "resume"):
         run(capsys, action=action, submission_id=SID, ray_config=ray_config, _ansible_check_mode=True)
     run(capsys, action="watch", ray_config=ray_config, _ansible_check_mode=True)
     assert files(record(ray_config)) == before and ray.stopped == []

@@ -7,6 +7,7 @@ import json
 import os
 
 import pytest
+from ansible.module_utils.jobs import client as jc
 from ansible.module_utils.jobs import record as jr
 from ansible.module_utils.jobs import runner
 from ray_job_harness import LOG, SECRET, SID, make_spec, record, run, status_json, submit
@@ -38,7 +39,7 @@ def test_a_symlinked_lock_file_never_creates_its_target(ray, ray_config, capsys,
     else:
         code, out = run(capsys, action="status", submission_id=SID, ray_config=ray_config)
     assert not os.path.lexists(target)
-    assert code == 1 and "\n" not in out["msg"] and not out["msg"].startswith(runner.UNREACHABLE)
+    assert code == 1 and "\n" not in out["msg"] and not out["msg"].startswith(jc.UNREACHABLE)
     assert f"{lock}: is a symlink" in out["msg"]
 
 
@@ -86,7 +87,7 @@ def test_a_status_field_of_the_wrong_type_or_range_rebuilds_the_record_never_bla
         args = {"submission_id": SID} if action != "watch" else {}
         _, out = run(capsys, action=action, ray_config=ray_config, **args)
         msg = out.get("msg") or ""
-        assert "\n" not in msg and runner.UNREACHABLE not in msg and "failed on the head" not in msg, (action, msg)
+        assert "\n" not in msg and jc.UNREACHABLE not in msg and "failed on the head" not in msg, (action, msg)
     assert glob.glob(os.path.join(record(ray_config), "status.json.untrusted-*"))  # kept aside, then rebuilt
 
 
@@ -95,11 +96,11 @@ def test_an_error_of_the_module_itself_is_never_called_a_ray_connection_problem(
         _ = 1 - "soon"  # a TypeError raised in the module's own code
     except TypeError as exc:
         msg = runner.connection_problem(exc, {"ray_config": {"dashboard_url": "http://h:8265"}, "token_path": None})
-    assert not msg.startswith(runner.UNREACHABLE) and "\n" not in msg
+    assert not msg.startswith(jc.UNREACHABLE) and "\n" not in msg
     assert msg.startswith("ray_job failed on the head, not in Ray: TypeError at test_share_data.py:")
     refused = ConnectionError("Failed to connect")
     assert runner.connection_problem(refused, {"ray_config": {"dashboard_url": "http://h:8265"},
-                                               "token_path": None}).startswith(runner.UNREACHABLE)
+                                               "token_path": None}).startswith(jc.UNREACHABLE)
 
 
 def test_a_job_written_preflight_json_goes_into_status_json_known_fields_only_bounded_and_redacted(
