@@ -5,7 +5,7 @@ ray_job module on the head to submit it, and follows the job with short module c
 progress line per poll for as long as the job's own timeouts allow (the module enforces pending_s
 and max_run_s): there is no cap of its own, so a three-day run is followed for three days.
 What comes after an attempt ends (follow a newer attempt, or retry, cordon around the blamed and submit the next
-one) is the module's: one `next` call per decision (module_utils/jobs/chain.py), and the watcher's retries happen
+one) is the module's: one `next` call per decision (module_utils/jobs/life/chain.py), and the watcher's retries happen
 inside its `watch` call. This side only passes down what the head lacks (the secret env values of -e and the
 site's jobspec_defaults, no_log) and prints.
 The module's documentation is in library/ray_job.py.
@@ -27,8 +27,8 @@ from plugin_utils import PROJECT_ROOT, jobspec_input, ray_action
 from ansible.module_utils.base import conventions  # isort: skip
 from ansible.module_utils.base import redaction  # isort: skip
 from ansible.module_utils.jobs import options  # isort: skip
-from ansible.module_utils.jobs import client as jc  # isort: skip
-from ansible.module_utils.jobs.status import FAILED  # isort: skip
+from ansible.module_utils.jobs.record import client as jc  # isort: skip
+from ansible.module_utils.jobs.record.status import FAILED  # isort: skip
 from ansible.module_utils.jobspec.fields import ENV_NAME_RULE  # isort: skip
 
 display = Display()

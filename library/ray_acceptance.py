@@ -103,7 +103,7 @@ import stat
 from ansible.module_utils.base import conventions
 from ansible.module_utils.base import files as jf
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.jobs import record as jr
+from ansible.module_utils.jobs.record import record as jr
 from ansible.module_utils.regression import acceptance, acceptance_report
 
 RESULT_CAP = 4 << 20

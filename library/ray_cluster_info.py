@@ -152,7 +152,8 @@ from ansible.module_utils.base import conventions
 from ansible.module_utils.base import ray_cluster as rc
 from ansible.module_utils.base.ray_connection import argument_spec
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.jobs import goodput, open_index
+from ansible.module_utils.jobs.evidence import goodput
+from ansible.module_utils.jobs.record import open_index
 
 
 def read_nodes_until_ready(dashboard_url, expected, wait_s, clock=time.monotonic, sleep=time.sleep):

@@ -16,7 +16,7 @@ description:
     and finalising status.json and the debug snapshots when the job ends.
   - A verl job's own loggers write its record's metrics.jsonl (verl's file logger, one line per step) and
     tensorboard/ (its event files); the module never writes them. Each look reads only what metrics.jsonl
-    gained (module_utils/jobs/progress.py) for the job's progress line (step N of M, loss, reward, pace, time
+    gained (module_utils/jobs/evidence/progress.py) for the job's progress line (step N of M, loss, reward, pace, time
     left), and the record's C(metrics_note) says when that file is missing or cut short.
   - A record that is not final for a job Ray no longer knows, submitted before the head's node started, is a
     job the head forgot when it restarted; O(action=wait), O(action=status) and O(action=logs) finalise it as
@@ -26,7 +26,7 @@ description:
     is resubmitted as a linked attempt C(<id>-r1), C(-r2), ... up to C(retries.max), resuming verl from the newest
     whole checkpoint over the job's and its attempts' checkpoint dirs (module_utils/verl/checkpoints.py); the first
     job's status.json lists its C(attempts), each attempt's names C(attempt_of) and C(resumed_from). What comes after
-    an attempt ends is one engine on the head (module_utils/jobs/chain.py), called once per decision by the follower
+    an attempt ends is one engine on the head (jobs/life/chain.py), called once per decision by the follower
     (O(action=next)), by a person (O(action=resume), which ignores the retry rule) and by the watcher's pass
     (O(action=watch)). It follows a newer attempt when there is one, else the retry rule decides, the workers the
     failed attempt's blame names are cordoned (so the attempt runs on healthy ones; too few left is one line and the
@@ -42,13 +42,13 @@ description:
   - O(action=stacks) takes the Python stacks of a running job's processes (its driver and its actors, through the
     dashboard's C(/worker/traceback), which runs C(py-spy dump) on each process's node) into its record, redacted,
     one file per process under C(debug/stacks/<UTC time>/), and says in one line what each waits in
-    (module_utils/jobs/stacks.py). The head's Ray must run with C(RAY_DASHBOARD_ENABLE_PROFILING=1) (the project's
+    (jobs/evidence/stacks.py). The head's Ray must run with C(RAY_DASHBOARD_ENABLE_PROFILING=1) (the project's
     C(ray_node_env) sets it), else it fails in one line naming that fix. A process that gives no stack in time (a
     stopped one) is noted as such; a job that is not running fails in one line; in check mode nothing is taken and
     the result says which processes would be.
   - Runs on the head with a Python that has Ray; clears RAY_ADDRESS and proxy variables first.
   - This file keeps the documentation and main(); the work is in C(module_utils/jobs/), one file per concern. The
-    record's status.json is read and written only as the typed model in C(module_utils/jobs/status.py), whose JSON
+    record's status.json is read and written only as the typed model in C(jobs/record/status.py), whose JSON
     Schema is C(job_status.schema.json); a status.json that cannot be trusted is rebuilt from the record (state
     C(UNKNOWN), field C(rebuilt) says why) and kept beside it as C(status.json.untrusted-<ms>), never a traceback.
   - Its action plugin (action_plugins/ray_job.py) runs on the control host first. It takes the spec by name

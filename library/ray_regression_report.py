@@ -106,8 +106,8 @@ import os
 from ansible.module_utils.base import conventions
 from ansible.module_utils.base import files as jf
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.jobs import record as jr
-from ansible.module_utils.jobs.status import JobStatus
+from ansible.module_utils.jobs.record import record as jr
+from ansible.module_utils.jobs.record.status import JobStatus
 from ansible.module_utils.regression import gates as rg
 from ansible.module_utils.regression import report as rr
 from ansible.module_utils.verl import metrics as vm

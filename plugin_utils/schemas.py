@@ -3,7 +3,7 @@
   .venv/bin/python -m plugin_utils.schemas      # rewrites them all
 
 jobspec.schema.json: a spec file (module_utils/jobspec/fields.py SPEC_FIELDS, through plugin_utils/jobspec_schema.py).
-job_status.schema.json: a job record's status.json (module_utils/jobs/status.py FIELDS), for dashboards and a
+job_status.schema.json: a job record's status.json (module_utils/jobs/record/status.py FIELDS), for dashboards and a
 site's scripts that read records.
 jobspecs/README.md: its field table, between the two FIELD_TABLE marks, from SPEC_FIELDS.
 """
@@ -15,7 +15,7 @@ import re
 from plugin_utils import PROJECT_ROOT, jobspec_schema
 
 from ansible.module_utils.base import model  # isort: skip
-from ansible.module_utils.jobs import status  # isort: skip
+from ansible.module_utils.jobs.record import status  # isort: skip
 from ansible.module_utils.jobspec.fields import SPEC_FIELDS  # isort: skip
 
 SCHEMAS = {"jobspec.schema.json": jobspec_schema.json_schema, "job_status.schema.json": status.json_schema}

@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 from plugin_utils import PROJECT_ROOT as ROOT
 from plugin_utils import regression_run
 
-from ansible.module_utils.jobs import client as jc  # isort: skip
+from ansible.module_utils.jobs.record import client as jc  # isort: skip
 
 PLAYBOOK = "watch.yml"
 HEAL_PLAYBOOK = "up.yml"

@@ -1,7 +1,7 @@
 """The one language of the project's data models: a field is declared once (its kind, doc, bounds or choices, default)
 as a Field, values are checked by one walk over a table of them (check, check_fields), and one generator writes their
 JSON Schema (json_schema). The JobSpec (module_utils/jobspec/fields.py) and a job record's status.json
-(module_utils/jobs/status.py) are both such tables; each wraps FieldError in its own one-line error. An object's
+(module_utils/jobs/record/status.py) are both such tables; each wraps FieldError in its own one-line error. An object's
 value can be held typed (part_class: a dataclass made from its Field). Standard library only: the nodes import it."""
 
 from __future__ import annotations

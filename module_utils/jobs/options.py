@@ -17,7 +17,7 @@ ACTIONS = {
     "stacks": ("both", "the Python stacks of a running job's processes into its record (debug/stacks/)"),
     "reconcile": ("both", "finalise the records of jobs a restarted head forgot"),
     "watch": ("both", ("one pass over every open record: finalise, enforce timeouts, handle hangs, reconcile, and "
-                       "submit the next attempt of each job the retry rule retries (module_utils/jobs/chain.py)")),
+                       "submit the next attempt of each job the retry rule retries (module_utils/jobs/life/chain.py)")),
     "resume": ("both", "submit the next attempt from the newest whole checkpoint (the action then follows it)"),
     "next": ("module", ("after an attempt ended: follow its newest attempt, or decide its retry, cordon around "
                         "the blamed and submit the next attempt (chain.py); the follower's one call per decision")),

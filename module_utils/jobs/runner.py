@@ -4,11 +4,14 @@ import os
 
 from ansible.module_utils.base import conventions
 from ansible.module_utils.base import ray_cluster as rc
-from ansible.module_utils.jobs import chain, follow, options, reconcile, stacks, submit, watch
-from ansible.module_utils.jobs import client as jc
-from ansible.module_utils.jobs.job import Failed, Job
-from ansible.module_utils.jobs.record import LockTimeout
-from ansible.module_utils.jobs.status import RecordError
+from ansible.module_utils.jobs import options
+from ansible.module_utils.jobs.evidence import stacks
+from ansible.module_utils.jobs.life import chain, follow, reconcile, watch
+from ansible.module_utils.jobs.record import client as jc
+from ansible.module_utils.jobs.record.job import Failed, Job
+from ansible.module_utils.jobs.record.record import LockTimeout
+from ansible.module_utils.jobs.record.status import RecordError
+from ansible.module_utils.jobs.submission import submit
 from ansible.module_utils.jobspec import model as js
 
 # Where Ray's client raises from (its SDK, HTTP and its libraries): an error raised there is Ray's, whatever its type.

@@ -1,12 +1,12 @@
 """A regression entry's chain of attempts as its report shows it: the chain's goodput (productive share, lost by cause)
-and the nodes its attempts blame, read through the record's model (jobs/goodput.py's view). The entry's record is
+and the nodes its attempts blame, read through the record's model (goodput.py's view). The entry's record is
 its last attempt's (library/ray_regression_report.py); the goodput is kept in the first job's record beside it."""
 
 import posixpath
 
 from ansible.module_utils.base import conventions
-from ansible.module_utils.jobs import goodput
-from ansible.module_utils.jobs.status import JobStatus, RecordError
+from ansible.module_utils.jobs.evidence import goodput
+from ansible.module_utils.jobs.record.status import JobStatus, RecordError
 
 
 def _shared_root(record_dir, sid):

@@ -20,8 +20,8 @@ import xml.etree.ElementTree as ET
 
 from ansible.module_utils.base import files
 from ansible.module_utils.base.conventions import ID_RULE, job_dir, matches, one_line, regression_dir, tensorboard_link
-from ansible.module_utils.jobs.record import read_json, write_text
-from ansible.module_utils.jobs.status import MISSING, STATES
+from ansible.module_utils.jobs.record.record import read_json, write_text
+from ansible.module_utils.jobs.record.status import MISSING, STATES
 from ansible.module_utils.regression import chain as regression_chain
 from ansible.module_utils.regression import gates as regression_gates
 from ansible.module_utils.regression import svg_charts
@@ -36,7 +36,7 @@ TREND_METRICS = (("last loss", "loss", "last"), ("last reward", "reward", "last"
                  ("mean step s", "step_time_s", "mean"))
 # Characters XML 1.0 forbids even escaped (ANSI colour codes in logs are the usual ones): removed.
 _XML_INVALID = re.compile("[^\x09\x0a\x0d\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
-# The states a report shows: a record's (module_utils/jobs/status.py) and MISSING (no record); anything else read
+# The states a report shows: a record's (module_utils/jobs/record/status.py) and MISSING (no record); anything else read
 # from a record or an earlier report.json is shown as INVALID_STATE, never as the text it held.
 KNOWN_STATES = (*STATES, MISSING)
 INVALID_STATE = "invalid"

@@ -5,7 +5,7 @@ A verl job (workload sft, ppo or grpo) runs with verl's `file` logger writing th
 key verl logged with its exact value. read_metrics turns that file into one row a step: the values (`metrics`) plus
 the few that people compare across workloads under one name each (SUMMARY_KEYS): SFT's train/loss and PPO's
 actor/pg_loss are both `loss`, and so on. The regression report, its gates and trend, and a job's progress
-(module_utils/jobs/progress.py) read these rows.
+(module_utils/jobs/evidence/progress.py) read these rows.
 
 The console parse stays for one case: a job that is not verl (workload command, a site's own script) printing
 `step:N - key:value` lines, whose progress a follower and the hang detector still see (fold). A verl job's console

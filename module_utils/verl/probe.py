@@ -2,7 +2,7 @@
 
 Run as `<ray_config.python> -c <this file's source> <request JSON> <trainer module> <overrides...> --cfg job`,
 with the job's environment (its env vars, PYTHONPATH to its code), on the head when the head's Python has the
-job's libraries, else on a worker (module_utils/jobs/preflight.py decides). Standard library only at the top:
+job's libraries, else on a worker (module_utils/jobs/submission/preflight.py decides). Standard library only at the top:
 the head's module imports this file only to read its source.
 
 In one process, with no second import of verl or torch:
@@ -18,7 +18,7 @@ In one process, with no second import of verl or torch:
    sizes, parallel sizes, the placement), whether the critic's loader hard-codes flash_attention_2, whether
    flash_attn imports, the platform's Ray resource name and the CPUs verl asks per GPU bundle (its pools' own
    defaults).
-The decisions are the head's (module_utils/jobs/preflight_checks.py).
+The decisions are the head's (module_utils/jobs/submission/preflight_checks.py).
 """
 
 import contextlib

@@ -15,9 +15,10 @@ from ansible.errors import AnsibleUndefinedVariable
 from ansible.module_utils.base import cordon_hold
 from ansible.module_utils.base import ray_cluster as rc
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.jobs import evidence, follow, step
-from ansible.module_utils.jobs import record as jr
-from ansible.module_utils.jobs import submit as jsubmit
+from ansible.module_utils.jobs.evidence import evidence
+from ansible.module_utils.jobs.life import follow, step
+from ansible.module_utils.jobs.record import record as jr
+from ansible.module_utils.jobs.submission import submit as jsubmit
 from ansible.module_utils.jobspec import model as jobspec
 from ansible.module_utils.testing import patch_module_args
 from ray.job_submission import JobStatus

@@ -1,7 +1,7 @@
 """Every repository path the documentation names exists: a page that names a moved or removed file fails here.
 
 Read from README.md, docs/*.md and the other folders' READMEs: a Markdown link (relative to its page), a backticked
-path under one of the project's folders (`module_utils/jobs/step.py`), a playbook after `ansible-playbook`, the
+path under one of the project's folders (`module_utils/jobs/life/step.py`), a playbook after `ansible-playbook`, the
 first column of README.md's layout table, and the files named in that table beside their folder. Not checked: a
 path with a placeholder (`inventory/<site>/`), one on a node (`/private/...`), a file .gitignore names (written by
 the lab, `inventory/lab/hosts.yml`), and what a fenced block quotes (a report's links are relative to the report).
@@ -99,7 +99,7 @@ def test_named_paths_exist(page):
 def test_the_checks_read_paths():
     """The reader finds what the pages hold (a regression in the regexes would pass every page vacuously)."""
     found = {path for page in PAGES for _, path in named_paths(page)}
-    assert {"module_utils/jobs/step.py", "docs/site.md", "up.yml", "jobspecs/README.md"} <= found
+    assert {"module_utils/jobs/life/step.py", "docs/site.md", "up.yml", "jobspecs/README.md"} <= found
     assert "inventory/lab/hosts.yml" in generated()
 
 

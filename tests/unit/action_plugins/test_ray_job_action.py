@@ -225,7 +225,7 @@ def test_a_job_that_lost_a_node_is_retried_from_its_newest_whole_checkpoint(ray,
                                           {"extra_vars": True, "wait": True})
     assert not result.get("failed"), result.get("msg")
     assert result["state"] == "SUCCEEDED" and result["submission_id"] == "tr-1-r1"
-    # One call to the head decides and submits the attempt (module_utils/jobs/chain.py); the spec is built there.
+    # One call to the head decides and submits the attempt (module_utils/jobs/life/chain.py); the spec is built there.
     assert [a["action"] for a in sent] == ["submit", "wait", "next", "wait"]
     assert sent[2]["spec"]["submission_id"] == "tr-1" and sent[2]["secret_env"]["cli"] == {"WANDB_API_KEY": SECRET}
     retry = read_json(os.path.join(jobs, "tr-1-r1", "config", "job_spec.json"))

@@ -1,4 +1,4 @@
-"""A retry goes around the workers its failed attempt blames (module_utils/jobs/around.py), through the action plugin
+"""A retry goes around the workers its failed attempt blames (jobs/life/around.py), through the action plugin
 and the real module on a fake Ray: the blamed worker is cordoned (a file, by retry) and held, and the attempt runs
 on the others; too few healthy workers, or a blamed worker Ray cannot hold yet, leave the job FAILED in one line."""
 
@@ -7,7 +7,8 @@ import os
 
 import pytest
 from ansible.module_utils.base import ray_cluster as rc
-from ansible.module_utils.jobs import around, blame
+from ansible.module_utils.jobs.evidence import blame
+from ansible.module_utils.jobs.life import around
 from ray_job_harness import HEAD, WORKER
 from test_ray_job_action import retry_run, status_of
 

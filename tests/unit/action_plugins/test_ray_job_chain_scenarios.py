@@ -11,7 +11,9 @@ import re
 import pytest
 from ansible.module_utils.base import conventions
 from ansible.module_utils.base import ray_cluster as rc
-from ansible.module_utils.jobs import around, blame, chain, open_index, stacks
+from ansible.module_utils.jobs.evidence import blame, stacks
+from ansible.module_utils.jobs.life import around, chain
+from ansible.module_utils.jobs.record import open_index
 from ansible.module_utils.jobspec import model as jobspec
 from ray_job_harness import HEAD, NOW, WORKER, action, fake_ray, make_action, module_result
 

@@ -1,14 +1,15 @@
 """Issue 38 §4: a watcher pass that finalises several records retries each on its own: one record's error (a spec of
 a foreign shape, say) is one line and the pass goes on, and a retry that was due but not submitted is taken up by a
 later pass (the module's retry index), until it is submitted, refused for a person to decide, or spent. Issue 40: the
-pass retries inside its one `watch` call to the head (module_utils/jobs/chain.py)."""
+pass retries inside its one `watch` call to the head (module_utils/jobs/life/chain.py)."""
 
 import json
 import os
 
 import pytest
 from ansible.module_utils.base import ray_cluster as rc
-from ansible.module_utils.jobs import attempts, open_index
+from ansible.module_utils.jobs.record import open_index
+from ansible.module_utils.jobs.submission import attempts
 from ray_job_harness import HEAD, WORKER, action, make_action, module_result
 from test_ray_job_action import SFT, status_of
 

@@ -7,8 +7,8 @@ import xml.etree.ElementTree as ET
 import pytest
 import ray_acceptance
 from acceptance_helpers import WORKERS, raw_result, slow_worker3
-from ansible.module_utils.jobs import record as jr
-from ansible.module_utils.jobs.status import JobStatus
+from ansible.module_utils.jobs.record import record as jr
+from ansible.module_utils.jobs.record.status import JobStatus
 from ansible.module_utils.regression import acceptance
 from ansible.module_utils.testing import patch_module_args
 

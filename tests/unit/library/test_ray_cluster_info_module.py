@@ -208,7 +208,7 @@ def test_prometheus_not_answering_is_null_not_a_failure(cluster, capsys):
 
 
 def test_open_records_are_what_the_complete_index_lists(cluster, tmp_path, capsys):
-    from ansible.module_utils.jobs import open_index
+    from ansible.module_utils.jobs.record import open_index
 
     jobs = tmp_path / "jobs"
     code, out = run(capsys, dashboard_url=URL, shared_root=str(tmp_path))
@@ -223,7 +223,7 @@ def test_open_records_are_what_the_complete_index_lists(cluster, tmp_path, capsy
 
 
 def test_an_index_that_is_a_symlink_is_not_followed(cluster, tmp_path, capsys):
-    from ansible.module_utils.jobs import open_index
+    from ansible.module_utils.jobs.record import open_index
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

@@ -11,8 +11,8 @@ import tracemalloc
 
 import pytest
 from ansible.module_utils.base import files
-from ansible.module_utils.jobs import driver_log, evidence, hang, progress
-from ansible.module_utils.jobs.status import JobStatus
+from ansible.module_utils.jobs.evidence import driver_log, evidence, hang, progress
+from ansible.module_utils.jobs.record.status import JobStatus
 from ansible.module_utils.regression import gates as rg
 from ansible.module_utils.regression import report as rr
 from ansible.module_utils.verl import checkpoints as ck

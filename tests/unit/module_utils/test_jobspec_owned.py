@@ -9,7 +9,7 @@ import shlex
 import pytest
 import yaml
 from ansible.module_utils.base import conventions
-from ansible.module_utils.jobs import record as jr
+from ansible.module_utils.jobs.record import record as jr
 from ansible.module_utils.jobspec import model as jobspec
 from ansible.module_utils.jobspec import owned
 from ansible.module_utils.jobspec import render as jobspec_render

@@ -18,6 +18,16 @@ LAYERS = {
     "jobs": {"base", "verl", "jobspec"},
     "regression": {"base", "verl", "jobs"},
 }
+# A package's sub-packages are layered the same way: each imports only those below it (and the packages its parent
+# may import); the parent's own files (jobs/runner.py) stand over all of them.
+SUBLAYERS = {
+    "jobs": {
+        "record": set(),
+        "evidence": {"record"},
+        "submission": {"record", "evidence"},
+        "life": {"record", "evidence", "submission"},
+    },
+}
 
 
 def imports_of(path):
@@ -48,6 +58,44 @@ def test_imports_go_down(package):
              for path in sorted((ROOT / package).rglob("*.py"))
              for name, line in imports_of(path) if name not in allowed]
     assert not wrong, wrong
+
+
+def sub_imports_of(path, package):
+    """The sub-packages of `package` a file imports (ansible.module_utils.<package>.<sub>...), and any of the
+    package's own top-level files (as "<package>/<name>.py"), with their line numbers."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("ansible.module_utils."):
+            parts = node.module.split(".")[2:]
+            if parts[0] != package:
+                continue
+            names = parts[1:2] or [alias.name for alias in node.names]
+            for name in names:
+                if (ROOT / package / name).is_dir():
+                    yield name, node.lineno
+                elif (ROOT / package / f"{name}.py").exists():
+                    yield f"{package}/{name}.py", node.lineno
+
+
+@pytest.mark.parametrize("package", sorted(SUBLAYERS))
+def test_every_sub_package_has_a_layer(package):
+    found = {p.parent.name for p in (ROOT / package).glob("*/__init__.py")}
+    assert found == set(SUBLAYERS[package]), f"module_utils/{package}/: a sub-package without a layer, or the reverse"
+
+
+@pytest.mark.parametrize("package,sub", sorted((p, s) for p, subs in SUBLAYERS.items() for s in subs))
+def test_sub_package_imports_go_down(package, sub):
+    allowed = SUBLAYERS[package][sub] | {sub}
+    wrong = [f"{path.relative_to(ROOT.parent)}:{line} imports {name}"
+             for path in sorted((ROOT / package / sub).rglob("*.py"))
+             for name, line in sub_imports_of(path, package) if name not in allowed]
+    assert not wrong, wrong
+
+
+def test_sub_layers_catch_an_upward_import(tmp_path, monkeypatch):
+    """The check itself: a record/ file importing life/ is named (a test that could not fail would prove nothing)."""
+    upward = tmp_path / "up.py"
+    upward.write_text("from ansible.module_utils.jobs.life import chain\nfrom ansible.module_utils.jobs import runner\n")
+    assert sorted(sub_imports_of(upward, "jobs")) == [("jobs/runner.py", 2), ("life", 1)]
 
 
 def _file_imports(path):

@@ -5,8 +5,8 @@ import dataclasses
 
 import pytest
 from ansible.module_utils.base import model
-from ansible.module_utils.jobs import status
-from ansible.module_utils.jobs.status import JobStatus, RecordError
+from ansible.module_utils.jobs.record import status
+from ansible.module_utils.jobs.record.status import JobStatus, RecordError
 from ansible.module_utils.jobspec import fields as jobspec_fields
 from ansible.module_utils.jobspec.model import JobSpecError, resolve
 

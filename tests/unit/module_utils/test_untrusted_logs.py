@@ -12,8 +12,8 @@ import time
 
 import pytest
 from ansible.module_utils.base import conventions, files
-from ansible.module_utils.jobs import driver_log, evidence, hang, progress
-from ansible.module_utils.jobs.status import JobStatus
+from ansible.module_utils.jobs.evidence import driver_log, evidence, hang, progress
+from ansible.module_utils.jobs.record.status import JobStatus
 from ansible.module_utils.verl import diagnosis
 from ansible.module_utils.verl import metrics as vm
 from blocking import within

@@ -7,7 +7,7 @@ import os
 import subprocess
 
 import pytest
-from ansible.module_utils.jobs import preflight, preflight_checks
+from ansible.module_utils.jobs.submission import preflight, preflight_checks
 from ansible.module_utils.verl import probe as verl_probe
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))

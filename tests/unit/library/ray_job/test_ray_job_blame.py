@@ -6,7 +6,7 @@ import os
 
 import pytest
 from ansible.module_utils.base import ray_cluster as rc
-from ansible.module_utils.jobs import stacks
+from ansible.module_utils.jobs.evidence import stacks
 from ray_job_harness import HEAD, SID, WORKER, make_spec, record, run
 
 W2 = dict(WORKER, node_id="n-w2", node_ip="10.0.0.12", node_name="w2")

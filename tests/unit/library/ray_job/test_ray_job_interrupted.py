@@ -9,7 +9,7 @@ import time
 
 import pytest
 from ansible.module_utils.base import ray_cluster as rc
-from ansible.module_utils.jobs import record as jr
+from ansible.module_utils.jobs.record import record as jr
 from ray_job_harness import HEAD, SID, WORKER, make_spec, record, run, status_json
 
 

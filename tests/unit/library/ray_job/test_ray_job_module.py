@@ -7,7 +7,8 @@ import pytest
 import ray_job
 from ansible.module_utils.base import conventions
 from ansible.module_utils.base import ray_cluster as rc
-from ansible.module_utils.jobs import evidence, follow
+from ansible.module_utils.jobs.evidence import evidence
+from ansible.module_utils.jobs.life import follow
 from ansible.module_utils.jobspec import render as jobspec_render
 from ansible.module_utils.testing import patch_module_args
 from ray.job_submission import JobStatus

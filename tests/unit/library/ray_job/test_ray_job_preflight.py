@@ -13,7 +13,7 @@ import types
 import pytest
 from ansible.module_utils.base import ray_cluster as rc
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.jobs import preflight, verdicts
+from ansible.module_utils.jobs.submission import preflight, verdicts
 from ansible.module_utils.jobspec import model as jobspec
 from ansible.module_utils.verl import probe as verl_probe
 from ray._raylet import RAY_INTERNAL_NAMESPACE_PREFIX
@@ -289,7 +289,7 @@ def test_preflight_false_runs_no_probe(ray, ray_config, capsys):
     assert len(ray.submitted) == 1
 
 
-# Issue 32: the verdict kept per code, trainer, overrides and env (module_utils/jobs/verdicts.py).
+# Issue 32: the verdict kept per code, trainer, overrides and env (module_utils/jobs/submission/verdicts.py).
 def kept_files(ray_config):
     folder = os.path.join(ray_config["shared_root"], "jobs", verdicts.FOLDER)
     return sorted(os.listdir(folder)) if os.path.isdir(folder) else []

@@ -6,7 +6,7 @@ import os
 
 import pytest
 from ansible.module_utils.base import ray_cluster as rc
-from ansible.module_utils.jobs import stacks
+from ansible.module_utils.jobs.evidence import stacks
 from ray_job_harness import SID, files, make_spec, record, run
 
 STEPS = "".join(f"step:{s} - train/loss:{5 - s / 10} - train/lr:0.001\n" for s in range(1, 4))
@@ -124,7 +124,7 @@ def test_a_cluster_it_cannot_read_fails_the_pass_and_changes_nothing(ray, ray_co
 
 
 
-# Issue 31's review of the one step (module_utils/jobs/step.py): what a step may never do.
+# Issue 31's review of the one step (module_utils/jobs/life/step.py): what a step may never do.
 def test_a_hang_stop_that_failed_once_is_asked_again(ray, ray_config, capsys, dumped):
     start(capsys, ray, ray_config, timeouts={"stall_s": 300, "max_run_s": None}, retries={"max": 1, "on": ["hung"]})
     ray.logs[SID] = STEPS
@@ -161,7 +161,7 @@ def test_check_mode_changes_no_record_and_stops_nothing(ray, ray_config, capsys)
 
 
 def test_a_status_json_unreadable_for_a_moment_is_never_rebuilt_over(ray, ray_config, capsys, monkeypatch):
-    from ansible.module_utils.jobs import record as jr
+    from ansible.module_utils.jobs.record import record as jr
 
     start(capsys, ray, ray_config, retries={"max": 2, "on": ["node_died"]})
     before = status_of(ray_config)

@@ -4,7 +4,7 @@
 import json
 import os
 
-from ansible.module_utils.jobs import driver_log
+from ansible.module_utils.jobs.evidence import driver_log
 from ray_job_harness import SID, make_spec, record, run
 
 OTHER = SID + "-other"

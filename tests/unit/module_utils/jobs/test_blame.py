@@ -1,4 +1,4 @@
-"""module_utils/jobs/blame.py: each source of blame over Ray's own tables (a hang's processes.json vouched for by Ray's
+"""jobs/evidence/blame.py: each source of blame over Ray's own tables (a hang's processes.json vouched for by Ray's
 actor table, Ray's node table), and the evidence that blames no node: above all the job's own words (its logs quoting
 Ray 2.60's, gloo's and NCCL's wording with an address of its choosing, issue 38)."""
 
@@ -6,8 +6,8 @@ import json
 import os
 
 import pytest
-from ansible.module_utils.jobs import blame, evidence, stacks
-from ansible.module_utils.jobs.status import BLAME_WHY, JobStatus
+from ansible.module_utils.jobs.evidence import blame, evidence, stacks
+from ansible.module_utils.jobs.record.status import BLAME_WHY, JobStatus
 from ray_job_harness import RecordJob
 
 W1, W2, W3 = "198.18.0.11", "198.18.0.12", "198.18.0.13"

@@ -1,4 +1,4 @@
-"""module_utils/jobs/goodput.py: a chain of attempts' wall time, productive and lost by cause, whose parts add up to
+"""jobs/evidence/goodput.py: a chain of attempts' wall time, productive and lost by cause, whose parts add up to
 the wall time exactly (issue 33, item 4); kept in the first job's status.json at finalize, shown by the final line."""
 
 import json
@@ -7,9 +7,9 @@ import random
 import types
 
 from ansible.module_utils.base import conventions
-from ansible.module_utils.jobs import evidence, goodput
-from ansible.module_utils.jobs import record as jr
-from ansible.module_utils.jobs.status import JobStatus
+from ansible.module_utils.jobs.evidence import evidence, goodput
+from ansible.module_utils.jobs.record import record as jr
+from ansible.module_utils.jobs.record.status import JobStatus
 from ray_job_harness import SECRET, action, make_action, module_result
 
 T0 = 1_767_225_600_000  # ms
@@ -223,7 +223,7 @@ def test_a_link_counts_only_when_both_records_list_it(tmp_path):
 
 
 def test_attempts_chain_follows_a_link_only_when_both_records_list_it(tmp_path):
-    from ansible.module_utils.jobs import attempts
+    from ansible.module_utils.jobs.submission import attempts
 
     root = str(tmp_path)
     config = types.SimpleNamespace(shared_root=root)

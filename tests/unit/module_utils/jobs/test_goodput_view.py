@@ -1,11 +1,11 @@
-"""module_utils/jobs/goodput.py's read helpers: a chain as status.yml and the regression report show it (view), and
+"""jobs/evidence/goodput.py's read helpers: a chain as status.yml and the regression report show it (view), and
 the chains written last (recent); every record is read through JobStatus, and one the model refuses is unreadable."""
 
 import json
 import os
 
 from ansible.module_utils.base import conventions
-from ansible.module_utils.jobs import goodput
+from ansible.module_utils.jobs.evidence import goodput
 
 GOODPUT = {"wall_s": 660, "productive_s": 503, "detection_s": 60, "restart_s": 70, "recomputed_s": 20,
            "outages_s": 0, "pending_s": 7, "attempts": 2, "at": 1_767_225_600_000, "note": None}

@@ -1,9 +1,9 @@
-"""module_utils/jobs/hang.py: progress tracked from the driver log, and when a job is hung (never a slow one)."""
+"""jobs/evidence/hang.py: progress tracked from the driver log, and when a job is hung (never a slow one)."""
 
 import pytest
 from ansible.module_utils.base import conventions
-from ansible.module_utils.jobs import driver_log, hang, progress
-from ansible.module_utils.jobs.status import JobStatus
+from ansible.module_utils.jobs.evidence import driver_log, hang, progress
+from ansible.module_utils.jobs.record.status import JobStatus
 from ansible.module_utils.verl import metrics as vm
 
 MIN = 60_000

@@ -1,4 +1,4 @@
-"""module_utils/jobs/driver_log.py: each look at a running job reads about what its driver log gained (Ray's tail,
+"""jobs/evidence/driver_log.py: each look at a running job reads about what its driver log gained (Ray's tail,
 placed by the record's anchor), appends only that to the record's driver.log and parses only that (issue 24); the
 log is streamed whole, in bounded memory, only when the place cannot be found for sure."""
 
@@ -6,10 +6,10 @@ import json
 import os
 
 import pytest
-from ansible.module_utils.jobs import driver_log as dl
-from ansible.module_utils.jobs import evidence, hang
-from ansible.module_utils.jobs import record as jr
-from ansible.module_utils.jobs.status import JobStatus
+from ansible.module_utils.jobs.evidence import driver_log as dl
+from ansible.module_utils.jobs.evidence import evidence, hang
+from ansible.module_utils.jobs.record import record as jr
+from ansible.module_utils.jobs.record.status import JobStatus
 from ansible.module_utils.verl import metrics as vm
 
 SECRET = "hf_0123456789abcdef"

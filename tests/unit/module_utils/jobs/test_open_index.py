@@ -4,9 +4,10 @@ import os
 
 import pytest
 from ansible.module_utils.base.files import UnsafeFile
-from ansible.module_utils.jobs import open_index, reconcile
-from ansible.module_utils.jobs import record as jr
-from ansible.module_utils.jobs.status import JobStatus
+from ansible.module_utils.jobs.life import reconcile
+from ansible.module_utils.jobs.record import open_index
+from ansible.module_utils.jobs.record import record as jr
+from ansible.module_utils.jobs.record.status import JobStatus
 
 
 def make(root, sid, final=None):

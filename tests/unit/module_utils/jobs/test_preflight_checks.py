@@ -2,7 +2,7 @@
 
 import types
 
-from ansible.module_utils.jobs import preflight_checks as checks
+from ansible.module_utils.jobs.submission import preflight_checks as checks
 
 SFT_KEY = "model.override_config.attn_implementation"
 NO_FLASH = "ModuleNotFoundError: No module named 'flash_attn'"

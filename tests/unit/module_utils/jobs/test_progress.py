@@ -1,4 +1,4 @@
-"""module_utils/jobs/progress.py: a verl job's metrics.jsonl (its file logger's) read a look at a time, only the bytes
+"""jobs/evidence/progress.py: a verl job's metrics.jsonl (its file logger's) read a look at a time, only the bytes
 it gained (the state in logs/metrics.state.json); the line people read (readable) and why the metrics are missing or
 cut short (note). What the share may put in the file is in tests/unit/module_utils/test_untrusted_logs.py."""
 
@@ -7,7 +7,7 @@ import os
 
 import pytest
 from ansible.module_utils.base import files
-from ansible.module_utils.jobs import progress
+from ansible.module_utils.jobs.evidence import progress
 from ansible.module_utils.verl import metrics as vm
 from ray_job_harness import RecordJob, file_logger_line
 

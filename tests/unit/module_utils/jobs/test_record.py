@@ -1,4 +1,4 @@
-"""module_utils/jobs/record.py (the job directory, atomic writes) and the helpers the record is made with."""
+"""module_utils/jobs/record/record.py (the job directory, atomic writes) and the helpers the record is made with."""
 
 import json
 import os
@@ -6,9 +6,9 @@ import stat
 import threading
 
 import pytest
-from ansible.module_utils.jobs import evidence
-from ansible.module_utils.jobs import record as jr
-from ansible.module_utils.jobs.status import final_state
+from ansible.module_utils.jobs.evidence import evidence
+from ansible.module_utils.jobs.record import record as jr
+from ansible.module_utils.jobs.record.status import final_state
 from ansible.module_utils.verl import metrics as vm
 
 # What verl's console logger prints (Ray prefixes the driver's lines with the actor).

@@ -1,8 +1,8 @@
-"""module_utils/jobs/retry.py: the one retry rule the follower, the watcher and the regression runner ask."""
+"""module_utils/jobs/record/retry.py: the one retry rule the follower, the watcher and the regression runner ask."""
 
 import pytest
-from ansible.module_utils.jobs import retry
-from ansible.module_utils.jobs.status import JobStatus
+from ansible.module_utils.jobs.record import retry
+from ansible.module_utils.jobs.record.status import JobStatus
 
 
 def failed(reason=None, kind="hung", on=("hung",), max_=1, state="FAILED", final=True):

@@ -6,10 +6,12 @@ import os
 
 import pytest
 from ansible.module_utils.base import redaction
-from ansible.module_utils.jobs import driver_log as dl
-from ansible.module_utils.jobs import hang, open_index, reconcile
-from ansible.module_utils.jobs import record as jr
-from ansible.module_utils.jobs.status import JobStatus
+from ansible.module_utils.jobs.evidence import driver_log as dl
+from ansible.module_utils.jobs.evidence import hang
+from ansible.module_utils.jobs.life import reconcile
+from ansible.module_utils.jobs.record import open_index
+from ansible.module_utils.jobs.record import record as jr
+from ansible.module_utils.jobs.record.status import JobStatus
 
 SECRET = "hf_0123456789abcdef"
 

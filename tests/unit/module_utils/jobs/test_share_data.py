@@ -7,9 +7,9 @@ import json
 import os
 
 import pytest
-from ansible.module_utils.jobs import client as jc
-from ansible.module_utils.jobs import record as jr
 from ansible.module_utils.jobs import runner
+from ansible.module_utils.jobs.record import client as jc
+from ansible.module_utils.jobs.record import record as jr
 from ray_job_harness import LOG, SECRET, SID, make_spec, record, run, status_json, submit
 
 

@@ -1,4 +1,4 @@
-"""module_utils/jobs/stacks.py and ray_job action=stacks: a job's processes and their Python stacks, through a fake
+"""jobs/evidence/stacks.py and ray_job action=stacks: a job's processes and their Python stacks, through a fake
 dashboard on 127.0.0.1 (job details, the state API, /worker/traceback answering as Ray and py-spy do)."""
 
 import json
@@ -10,8 +10,8 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from ansible.module_utils.jobs import stacks
-from ansible.module_utils.jobs.job import Failed
+from ansible.module_utils.jobs.evidence import stacks
+from ansible.module_utils.jobs.record.job import Failed
 from ray_job_harness import SECRET, SID, make_action, module_result, record, run, submit
 
 TOKEN = "tok-0123456789abcdef"
@@ -295,7 +295,7 @@ def test_the_job_api_through_a_job(running, ray, dashboard, capsys):
     """processes(job) and dump(job, when_ms), as the hang detection calls them."""
     import types
 
-    from ansible.module_utils.jobs.job import Job
+    from ansible.module_utils.jobs.record.job import Job
     from ansible.module_utils.jobspec import model as js
 
     config = js.RayConfig.from_dict(running["ray_config"])
@@ -315,7 +315,7 @@ def test_the_job_api_through_a_job(running, ray, dashboard, capsys):
 def test_a_job_ray_does_not_know_fails_processes_in_one_line(running, dashboard):
     import types
 
-    from ansible.module_utils.jobs.job import Job
+    from ansible.module_utils.jobs.record.job import Job
     from ansible.module_utils.jobspec import model as js
 
     del dashboard.routes[f"/api/jobs/{SID}"]

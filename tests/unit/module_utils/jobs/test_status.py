@@ -1,4 +1,4 @@
-"""module_utils/jobs/status.py: the typed model of status.json, its merge rules, and the published JSON Schema."""
+"""jobs/record/status.py: the typed model of status.json, its merge rules, and the published JSON Schema."""
 
 import dataclasses
 import json
@@ -7,9 +7,9 @@ import re
 
 import pytest
 from ansible.module_utils.base import files, model
-from ansible.module_utils.jobs import record as jr
-from ansible.module_utils.jobs import status as js
-from ansible.module_utils.jobs.status import FIELDS, STATES, TERMINAL, JobStatus, Merge, RecordError, json_schema
+from ansible.module_utils.jobs.record import record as jr
+from ansible.module_utils.jobs.record import status as js
+from ansible.module_utils.jobs.record.status import FIELDS, STATES, TERMINAL, JobStatus, Merge, RecordError, json_schema
 
 from plugin_utils import PROJECT_ROOT
 from plugin_utils.schemas import schema_text

@@ -7,8 +7,8 @@ import os
 import pytest
 from ansible.module_utils.base import ray_cluster as rc
 from ansible.module_utils.base.redaction import redact
-from ansible.module_utils.jobs import stacks
-from ansible.module_utils.jobs import worker_logs as wl
+from ansible.module_utils.jobs.evidence import stacks
+from ansible.module_utils.jobs.evidence import worker_logs as wl
 from ray_job_harness import HEAD, SECRET, SID, WORKER, RecordJob, make_spec, record, run
 
 JOB = "07000000"
@@ -298,7 +298,7 @@ def test_a_tail_is_kept_to_its_last_bytes_as_it_streams(monkeypatch):
 
 def test_the_client_lists_only_the_jobs_worker_logs_of_a_node(monkeypatch):
     import requests
-    from ansible.module_utils.jobs.client import JobClient
+    from ansible.module_utils.jobs.record.client import JobClient
 
     urls = []
 

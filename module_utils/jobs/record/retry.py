@@ -2,7 +2,7 @@
 pass and the regression runner all ask it, so a job followed and one nobody follows are retried alike."""
 
 from ansible.module_utils.base import conventions
-from ansible.module_utils.jobs.status import FAILED
+from ansible.module_utils.jobs.record.status import FAILED
 
 
 def due(status, attempts_made=None):

@@ -19,8 +19,8 @@ from ansible.module_utils.base import conventions, files, model
 from ansible.module_utils.base.conventions import RECORD_LAYOUT as LAYOUT
 from ansible.module_utils.base.conventions import record_paths as paths
 from ansible.module_utils.base.files import UnsafeFile, json_text, read_json, read_small, write_json  # noqa: F401
-from ansible.module_utils.jobs import open_index, retry
-from ansible.module_utils.jobs.status import JobStatus, Merge, Preflight, RecordError
+from ansible.module_utils.jobs.record import open_index, retry
+from ansible.module_utils.jobs.record.status import JobStatus, Merge, Preflight, RecordError
 
 LOCK_FILE = ".submit.lock"
 STATUS_LOCK_FILE = ".status.lock"  # held only while status.json is read, merged and written

@@ -9,10 +9,11 @@ import datetime
 import os
 
 from ansible.module_utils.base import conventions
-from ansible.module_utils.jobs import evidence, open_index
-from ansible.module_utils.jobs.job import Failed, Job
-from ansible.module_utils.jobs.record import Record
-from ansible.module_utils.jobs.status import Merge, RecordError
+from ansible.module_utils.jobs.evidence import evidence
+from ansible.module_utils.jobs.record import open_index
+from ansible.module_utils.jobs.record.job import Failed, Job
+from ansible.module_utils.jobs.record.record import Record
+from ansible.module_utils.jobs.record.status import Merge, RecordError
 from ansible.module_utils.verl import diagnosis
 
 

@@ -20,8 +20,8 @@ import re
 import time
 
 from ansible.module_utils.base import conventions
-from ansible.module_utils.jobs import client as jc
-from ansible.module_utils.jobs.record import now_ms
+from ansible.module_utils.jobs.record import client as jc
+from ansible.module_utils.jobs.record.record import now_ms
 
 # A worker's log ends where it says what it did last; these bound one file, whatever its lines' length.
 TAIL_LINES = 2000

@@ -66,7 +66,7 @@ _DIAGNOSIS = (F("kind", "str", "The failure's kind (module_utils/verl/diagnosis.
                   F("file", "str", "The record's file (or status.json)."), F("line", "str", "The line found."))),
               F("hint", "str", "What to do about it."))
 
-# Why a node is blamed (module_utils/jobs/blame.py), each a short phrase as status.json and the final line say it.
+# Why a node is blamed (jobs/evidence/blame.py), each a short phrase as status.json and the final line say it.
 BLAME_WHY = {
     "unreadable": "unreadable rank while others wait in a collective",
     "elsewhere": "rank outside the collective the others wait in",
@@ -141,10 +141,10 @@ FIELDS = (
         F("code_digest", "str", "The snapshot's digest."), F("marker_file", "str", "The marker's file."),
         F("ok", "bool", "verl came from the chosen code path."))),
     F("diagnosis", "object", "Why the job failed (module_utils/verl/diagnosis.py).", fields=_DIAGNOSIS),
-    F("blame", "list", ("The nodes a failed or hung attempt's evidence points at (module_utils/jobs/blame.py), "
+    F("blame", "list", ("The nodes a failed or hung attempt's evidence points at (jobs/evidence/blame.py), "
                         "strongest first; empty when it points at none (a bad config, a user's error)."),
       nullable=False, default=[], item=model.Field("blame", "object", open=True, fields=_BLAME)),
-    F("cordoned", "list", ("The blamed workers a retry of this attempt cordoned (module_utils/jobs/around.py): each is "
+    F("cordoned", "list", ("The blamed workers a retry of this attempt cordoned (jobs/life/around.py): each is "
                            "cordoned once, so a worker a person gave back stays so."), nullable=False, default=[],
       item=model.Field("", "str", pattern=ADDRESS)),
     F("last_state", "str", "The state before a restarted head forgot the job.", choices=tuple(STATES)),
@@ -177,7 +177,7 @@ FIELDS = (
           model.Field("seconds", "number", "to - from: the longest the head can have been away.", required=True),
           model.Field("seen_by", "str", "Who saw it: wait (a follower), reconcile (up.yml) or finalize.",
                       required=True)))),
-    F("goodput", "object", ("How a chain of attempts spent its wall time (module_utils/jobs/goodput.py), in the first "
+    F("goodput", "object", ("How a chain of attempts spent its wall time (jobs/evidence/goodput.py), in the first "
                             "job's record: productive and lost by cause, whole seconds that add up to wall_s."),
       fields=(F("wall_s", "int", "From the first submission to the last attempt's end (or `at`, while it runs).",
                 **SECONDS),
@@ -339,5 +339,5 @@ def json_schema():
     return model.json_schema(
         FIELDS, open=True, title="ray-verl job record status.json",
         description=("<shared_root>/jobs/<submission_id>/status.json, written by the ray_job module. Generated from "
-                     "module_utils/jobs/status.py FIELDS (python -m plugin_utils.schemas); do not edit. Keys not "
+                     "jobs/record/status.py FIELDS (python -m plugin_utils.schemas); do not edit. Keys not "
                      "listed here may appear (written by a newer version)."))

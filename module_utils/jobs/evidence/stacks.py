@@ -24,10 +24,10 @@ from concurrent.futures import ThreadPoolExecutor
 from ansible.module_utils.base import conventions
 from ansible.module_utils.base import ray_cluster as rc
 from ansible.module_utils.base.files import json_text
-from ansible.module_utils.jobs import client as jc
-from ansible.module_utils.jobs import worker_logs
-from ansible.module_utils.jobs.job import Failed
-from ansible.module_utils.jobs.record import now_ms
+from ansible.module_utils.jobs.evidence import worker_logs
+from ansible.module_utils.jobs.record import client as jc
+from ansible.module_utils.jobs.record.job import Failed
+from ansible.module_utils.jobs.record.record import now_ms
 
 TRACEBACK_TIMEOUT_S = 20  # one py-spy dump, through the head and the node's agent
 API_TIMEOUT_S = 30

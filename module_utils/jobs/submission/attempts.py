@@ -10,8 +10,8 @@ import os
 
 from ansible.module_utils.base import conventions
 from ansible.module_utils.base.redaction import REDACTED
-from ansible.module_utils.jobs.job import Failed
-from ansible.module_utils.jobs.record import Record, paths, read_json, status_of
+from ansible.module_utils.jobs.record.job import Failed
+from ansible.module_utils.jobs.record.record import Record, paths, read_json, status_of
 from ansible.module_utils.jobspec import model as js
 from ansible.module_utils.jobspec.fields import TRAINERS
 from ansible.module_utils.verl import checkpoints as ck

@@ -16,8 +16,15 @@ import stat
 import statistics
 
 from ansible.module_utils.base import conventions, files
-from ansible.module_utils.jobs.record import STATUS_LOCK_FILE, Record, RecordError, now_ms, record_lock, status_of
-from ansible.module_utils.jobs.status import Goodput, JobStatus
+from ansible.module_utils.jobs.record.record import (
+    STATUS_LOCK_FILE,
+    Record,
+    RecordError,
+    now_ms,
+    record_lock,
+    status_of,
+)
+from ansible.module_utils.jobs.record.status import Goodput, JobStatus
 
 # The causes of lost time, in the order they take from the wall time (the measured first, the estimate last), so
 # overlapping causes never add up to more than the wall.

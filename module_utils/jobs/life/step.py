@@ -11,10 +11,12 @@ stops it. Every write is under the record's locks (record.py), so steps of one j
 import time
 
 from ansible.module_utils.base import conventions
-from ansible.module_utils.jobs import client as jc
-from ansible.module_utils.jobs import driver_log, evidence, hang, reconcile, record
-from ansible.module_utils.jobs.job import Failed
-from ansible.module_utils.jobs.record import now_ms
+from ansible.module_utils.jobs.evidence import driver_log, evidence, hang
+from ansible.module_utils.jobs.life import reconcile
+from ansible.module_utils.jobs.record import client as jc
+from ansible.module_utils.jobs.record import record
+from ansible.module_utils.jobs.record.job import Failed
+from ansible.module_utils.jobs.record.record import now_ms
 
 # What a step did: the record was final already, this step finalised it, it stays open, Ray does not know the job
 # and its head has run since before it was submitted (nothing judged), or the record cannot be trusted.
@@ -139,7 +141,9 @@ def look_for_hang(job, status, info, log):
     if stall is None:
         return None
     try:
-        from ansible.module_utils.jobs import stacks  # only when a job is hung: it reads every process of the job
+        from ansible.module_utils.jobs.evidence import (
+            stacks,  # only when a job is hung: it reads every process of the job
+        )
 
         taken = stacks.dump(job, now)
     except Exception as exc:  # noqa: BLE001 - the verdict stands without stacks; the record says why

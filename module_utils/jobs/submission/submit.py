@@ -10,11 +10,20 @@ import os
 import time
 
 from ansible.module_utils.base import conventions
-from ansible.module_utils.jobs import attempts, evidence, open_index, preflight
-from ansible.module_utils.jobs import client as jc
-from ansible.module_utils.jobs.job import Failed, Job
-from ansible.module_utils.jobs.record import LockTimeout, Record, create_exclusive, ensure_layout, now_ms, record_lock
-from ansible.module_utils.jobs.status import NEW, JobStatus
+from ansible.module_utils.jobs.evidence import evidence
+from ansible.module_utils.jobs.record import client as jc
+from ansible.module_utils.jobs.record import open_index
+from ansible.module_utils.jobs.record.job import Failed, Job
+from ansible.module_utils.jobs.record.record import (
+    LockTimeout,
+    Record,
+    create_exclusive,
+    ensure_layout,
+    now_ms,
+    record_lock,
+)
+from ansible.module_utils.jobs.record.status import NEW, JobStatus
+from ansible.module_utils.jobs.submission import attempts, preflight
 from ansible.module_utils.jobspec import model as js
 from ansible.module_utils.jobspec import render
 from ansible.module_utils.jobspec.fields import TRAINERS
@@ -182,7 +191,7 @@ def cluster_nodes(job):
 def compose(module, spec, config, runtime_env, resume_path=None, nodes=None):
     """Let verl's hydra compose the job's config with the snapshot's code (`--cfg job`) before submitting, in the
     job's own Python (on the head, else on a worker), and check what it will ask: flash attention and its library,
-    CPUs per GPU bundle (module_utils/jobs/preflight.py).
+    CPUs per GPU bundle (module_utils/jobs/submission/preflight.py).
 
     Every override verl's config lacks (with where the setting lives now) and every refusal of verl's own start-up
     checks fail here in one message; nothing is created then. A verdict that passed is kept (verdicts.py).

@@ -2,8 +2,8 @@
 
 from ansible.module_utils.base import ray_cluster as rc
 from ansible.module_utils.base.redaction import is_secret_name, redact
-from ansible.module_utils.jobs.client import JobClient
-from ansible.module_utils.jobs.record import Record
+from ansible.module_utils.jobs.record.client import JobClient
+from ansible.module_utils.jobs.record.record import Record
 
 
 class Failed(Exception):

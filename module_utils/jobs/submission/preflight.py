@@ -1,5 +1,5 @@
 """The preflight of a verl trainer job, before it is submitted: the probe (module_utils/verl/probe.py) in the job's
-own Python, then the checks of module_utils/jobs/preflight_checks.py.
+own Python, then the checks of module_utils/jobs/submission/preflight_checks.py.
 
 Where the probe runs: on the head, with ray_config.python and the job's environment, as the compose always ran (no
 second process, so no time added); when that Python cannot import the job's libraries (the probe says so with
@@ -19,9 +19,9 @@ import sys
 import tempfile
 
 from ansible.module_utils.base.redaction import secret_names
-from ansible.module_utils.jobs import preflight_checks as checks
-from ansible.module_utils.jobs import verdicts
-from ansible.module_utils.jobs.job import Failed
+from ansible.module_utils.jobs.record.job import Failed
+from ansible.module_utils.jobs.submission import preflight_checks as checks
+from ansible.module_utils.jobs.submission import verdicts
 from ansible.module_utils.jobspec import render
 from ansible.module_utils.jobspec.model import as_ray_config
 from ansible.module_utils.verl import probe as verl_probe

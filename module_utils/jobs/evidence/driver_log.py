@@ -23,8 +23,8 @@ import itertools
 import os
 
 from ansible.module_utils.base import conventions, files
-from ansible.module_utils.jobs import progress
-from ansible.module_utils.jobs.record import LockTimeout, json_text, record_lock
+from ansible.module_utils.jobs.evidence import progress
+from ansible.module_utils.jobs.record.record import LockTimeout, json_text, record_lock
 from ansible.module_utils.verl import metrics as vm
 
 # The parse so far, beside logs/driver.log, the lock its writers hold, and how long one waits for it.

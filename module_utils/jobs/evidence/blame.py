@@ -25,9 +25,9 @@ import posixpath
 import re
 
 from ansible.module_utils.base import conventions, files
-from ansible.module_utils.jobs import stacks
-from ansible.module_utils.jobs.status import ADDRESS, Blame
-from ansible.module_utils.jobs.status import BLAME_WHY as WHY
+from ansible.module_utils.jobs.evidence import stacks
+from ansible.module_utils.jobs.record.status import ADDRESS, Blame
+from ansible.module_utils.jobs.record.status import BLAME_WHY as WHY
 
 MAX_BLAMED = 8  # entries kept, the strongest first
 EVIDENCE_WIDTH = 300

@@ -11,9 +11,10 @@ judged).
 """
 
 from ansible.module_utils.base import conventions
-from ansible.module_utils.jobs import chain, open_index, reconcile, step
-from ansible.module_utils.jobs.job import Failed, Job
-from ansible.module_utils.jobs.status import FAILED, RecordError
+from ansible.module_utils.jobs.life import chain, reconcile, step
+from ansible.module_utils.jobs.record import open_index
+from ansible.module_utils.jobs.record.job import Failed, Job
+from ansible.module_utils.jobs.record.status import FAILED, RecordError
 
 RETRY_PENDING_S = 24 * 3600  # a retry not submitted for this long after its attempt ended is a person's call
 

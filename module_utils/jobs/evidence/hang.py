@@ -15,7 +15,7 @@ times, sizes and step times status.json's `progress` holds. One out of bounds re
 import statistics
 
 from ansible.module_utils.base import conventions, files
-from ansible.module_utils.jobs.status import Progress, Stall
+from ansible.module_utils.jobs.record.status import Progress, Stall
 from ansible.module_utils.verl import metrics as vm
 
 # Seconds per step kept for the median (the most recent ones).

@@ -14,7 +14,7 @@ its numbers within the same bounds.
 """
 
 from ansible.module_utils.base import conventions, files
-from ansible.module_utils.jobs.record import json_text
+from ansible.module_utils.jobs.record.record import json_text
 from ansible.module_utils.jobspec.fields import TRAINERS
 from ansible.module_utils.verl import metrics as vm
 

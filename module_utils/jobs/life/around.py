@@ -9,9 +9,9 @@ worker Ray lists (with worker_node), at most CHAIN_MAX per chain of attempts, an
 the workers stay uncordoned. Past that a person decides (cordon.yml by hand, then do=resume)."""
 
 from ansible.module_utils.base import conventions, cordon_hold, cordons
-from ansible.module_utils.jobs import attempts
-from ansible.module_utils.jobs.job import Failed
-from ansible.module_utils.jobs.record import read_json, status_of
+from ansible.module_utils.jobs.record.job import Failed
+from ansible.module_utils.jobs.record.record import read_json, status_of
+from ansible.module_utils.jobs.submission import attempts
 
 HOLD_WAIT_S = 60  # how long a stopped attempt's processes may keep a blamed worker's GPUs before the retry gives up
 CHAIN_MAX = 2  # automatic cordons over a chain of attempts: more blamed workers than that is a person's call

@@ -11,11 +11,13 @@ written (the attempt's record is redacted as any submit's) or shown.
 """
 
 from ansible.module_utils.base import conventions
-from ansible.module_utils.jobs import around, attempts, retry, submit
-from ansible.module_utils.jobs.follow import refresh
-from ansible.module_utils.jobs.job import Failed
-from ansible.module_utils.jobs.record import now_ms, status_of
-from ansible.module_utils.jobs.status import SUCCEEDED, ResumedFrom
+from ansible.module_utils.jobs.life import around
+from ansible.module_utils.jobs.life.follow import refresh
+from ansible.module_utils.jobs.record import retry
+from ansible.module_utils.jobs.record.job import Failed
+from ansible.module_utils.jobs.record.record import now_ms, status_of
+from ansible.module_utils.jobs.record.status import SUCCEEDED, ResumedFrom
+from ansible.module_utils.jobs.submission import attempts, submit
 from ansible.module_utils.jobspec import model as js
 
 # What next_step decided (its result's `outcome`): a newer attempt exists, follow it; the next attempt was submitted

@@ -4,9 +4,11 @@ import time
 
 from ansible.module_utils.base import conventions, files
 from ansible.module_utils.base.files import RecordError
-from ansible.module_utils.jobs import client as jc
-from ansible.module_utils.jobs import driver_log, evidence, reconcile, record, step
-from ansible.module_utils.jobs.job import Failed
+from ansible.module_utils.jobs.evidence import driver_log, evidence
+from ansible.module_utils.jobs.life import reconcile, step
+from ansible.module_utils.jobs.record import client as jc
+from ansible.module_utils.jobs.record import record
+from ansible.module_utils.jobs.record.job import Failed
 
 # Lines of the driver log that action=logs returns, out of at most its last LOG_TAIL_BYTES.
 LOG_TAIL_LINES = 100

@@ -11,10 +11,10 @@ import time
 
 from ansible.module_utils.base import conventions, files
 from ansible.module_utils.base import ray_cluster as rc
-from ansible.module_utils.jobs import blame, driver_log, goodput, hang, progress, worker_logs
-from ansible.module_utils.jobs import client as jc
-from ansible.module_utils.jobs.record import json_text, now_ms, read_json
-from ansible.module_utils.jobs.status import Merge, Outage, final_state
+from ansible.module_utils.jobs.evidence import blame, driver_log, goodput, hang, progress, worker_logs
+from ansible.module_utils.jobs.record import client as jc
+from ansible.module_utils.jobs.record.record import json_text, now_ms, read_json
+from ansible.module_utils.jobs.record.status import Merge, Outage, final_state
 from ansible.module_utils.jobspec.fields import TRAINERS
 from ansible.module_utils.verl import diagnosis
 from ansible.module_utils.verl import metrics as vm
