@@ -104,11 +104,11 @@ lines:
   elements: str
 """
 
-from ansible.module_utils.base import cordon_hold, cordons
 from ansible.module_utils.base import ray_cluster as rc
 from ansible.module_utils.base.conventions import one_line
 from ansible.module_utils.base.ray_connection import argument_spec
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.cordons import cordons
 
 
 def resolve(host, workers, cordoned=()):
@@ -163,15 +163,15 @@ def run(module):
                 cordons.remove(shared_root, ip)
             entry = None
         result["cordon"] = entry
-        node = cordon_hold.alive_workers(nodes).get(ip)
+        node = cordons.alive_workers(nodes).get(ip)
         result["busy_jobs"] = busy_jobs([rc.job_summary(j) for j in rc.job_client(url, rc.read_token(
             p["token_path"])).list_jobs()], rc.list_actor_summaries(url), node["node_id"]) if node else []
     found, problems = cordons.read_all(shared_root, whole=True)
-    changes = cordon_hold.sync(lambda: cordons.cordoned(shared_root), nodes,
-                               lambda: cordon_hold.list_groups(url), address, check=module.check_mode)
+    changes = cordons.sync(lambda: cordons.cordoned(shared_root), nodes,
+                               lambda: cordons.list_groups(url), address, check=module.check_mode)
     result["changed"] = result["changed"] or changes["changed"]
     if not module.check_mode:
-        result["held"] = cordon_hold.wait_held(lambda: cordon_hold.list_groups(url), sorted(
+        result["held"] = cordons.wait_held(lambda: cordons.list_groups(url), sorted(
             set(found) - set(changes["absent"])), p["wait_s"], nodes=nodes)
     else:
         result["held"] = {**changes["held"], **{ip: "missing" for ip, _ in changes["create"]}}

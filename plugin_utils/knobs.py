@@ -13,7 +13,8 @@ import ipaddress
 import json
 from dataclasses import dataclass
 
-from ansible.module_utils.base import conventions, cordons
+from ansible.module_utils.base import conventions
+from ansible.module_utils.cordons import cordons
 from ansible.module_utils.jobs import options
 
 from plugin_utils.settings import SettingError

@@ -7,6 +7,4 @@
   ray_cluster.py     Ray's job, state and dashboard APIs, as the project calls them
   model.py           the one model language: a field declared once (Field), the walk that checks values, the
                      JSON Schema generator (the JobSpec's and status.json's tables)
-  cordons.py         cordons: workers no new work lands on, one file each on the shared root (the truth)
-  cordon_hold.py     what Ray is told of a cordon: a placement group that holds the worker's resources
 """

@@ -18,7 +18,7 @@ import time
 import xml.etree.ElementTree as ET
 
 import pytest
-from ansible.module_utils.base import cordon_hold
+from ansible.module_utils.cordons import cordons
 from conftest import (
     CORDONS,
     DASHBOARD,
@@ -72,7 +72,7 @@ def holds():
     from ansible.module_utils.base import ray_cluster
 
     ray_cluster.prepare_client_env(TOKEN)
-    return {g["name"].split("-")[3]: g["state"] for g in cordon_hold.holds(cordon_hold.list_groups(DASHBOARD))}
+    return {g["name"].split("-")[3]: g["state"] for g in cordons.holds(cordons.list_groups(DASHBOARD))}
 
 
 def worker_ips(sid):

@@ -6,7 +6,8 @@ import json
 import os
 
 import pytest
-from ansible.module_utils.base import cordon_hold, ray_cluster
+from ansible.module_utils.base import ray_cluster
+from ansible.module_utils.cordons import cordons
 from conftest import DASHBOARD, IPS, RECORDS, TOKEN, WORKER2, cordoned, new_id, playbook
 from jobs_helpers import status
 
@@ -60,5 +61,5 @@ def test_rays_words_for_a_dead_node_printed_by_the_job_blame_no_node_and_cordon_
     assert all(s["blame"] == [] and s["cordoned"] == [] for s in chain), chain
     assert cordoned() == {}
     ray_cluster.prepare_client_env(TOKEN)
-    assert cordon_hold.holds(cordon_hold.list_groups(DASHBOARD)) == []
+    assert cordons.holds(cordons.list_groups(DASHBOARD)) == []
     assert "blamed" not in run.out and "cordoned" not in run.out, run

@@ -12,9 +12,9 @@ import types
 import pytest
 import ray_job
 from ansible.errors import AnsibleUndefinedVariable
-from ansible.module_utils.base import cordon_hold
 from ansible.module_utils.base import ray_cluster as rc
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.cordons import cordons
 from ansible.module_utils.jobs.evidence import evidence
 from ansible.module_utils.jobs.life import follow, step
 from ansible.module_utils.jobs.record import record as jr
@@ -149,7 +149,7 @@ class FakeRay:
         return list(self.groups)
 
     def hold(self, address, changes, ray_module=None):
-        """base/cordon_hold.apply: remove and create holds; a new one is placed at once unless its IP is busy."""
+        """cordons/cordons.apply: remove and create holds; a new one is placed at once unless its IP is busy."""
         gone = {g["placement_group_id"] for g in changes["remove"]}
         self.groups = [g for g in self.groups if g["placement_group_id"] not in gone]
         for ip, node in changes["create"]:
@@ -189,8 +189,8 @@ def fake_ray(monkeypatch):
     monkeypatch.setattr(rc, "job_log_chunks", fake.log_chunks)
     monkeypatch.setattr(rc, "node_logs", fake.node_logs)  # the nodes' own logs: never a request from a unit test
     monkeypatch.setattr(rc, "node_log_tail", fake.node_log_tail)
-    monkeypatch.setattr(cordon_hold, "list_groups", fake.list_groups)  # the cordons' holds (around.py)
-    monkeypatch.setattr(cordon_hold, "apply", fake.hold)
+    monkeypatch.setattr(cordons, "list_groups", fake.list_groups)  # the cordons' holds (around.py)
+    monkeypatch.setattr(cordons, "apply", fake.hold)
     for module in (evidence, follow, jr, step, jsubmit):
         monkeypatch.setattr(module, "time", clock)
 

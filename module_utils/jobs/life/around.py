@@ -1,5 +1,5 @@
-"""A retry goes around the workers its failed attempt blames: they are cordoned first (base/cordons.py, as cordon.yml
-does, `by: retry`), Ray holds them (base/cordon_hold.py), and the next attempt is submitted only when enough healthy
+"""A retry goes around the workers its failed attempt blames: they are cordoned first (cordons/cordons.py, as cordon.yml
+does, `by: retry`), Ray holds them (cordons/cordons.py), and the next attempt is submitted only when enough healthy
 workers remain for the job's resources. Otherwise the job stays FAILED with its blame and one line says why, instead
 of landing on the same node again. Fail closed: a blamed worker Ray does not hold yet (the stopped attempt's
 processes still keep its GPUs) is not retried onto either.
@@ -8,7 +8,8 @@ Automatic cordons are bounded, since each takes a worker out of service until a 
 worker Ray lists (with worker_node), at most CHAIN_MAX per chain of attempts, and never so many that fewer than half
 the workers stay uncordoned. Past that a person decides (cordon.yml by hand, then do=resume)."""
 
-from ansible.module_utils.base import conventions, cordon_hold, cordons
+from ansible.module_utils.base import conventions
+from ansible.module_utils.cordons import cordons
 from ansible.module_utils.jobs.record.job import Failed
 from ansible.module_utils.jobs.record.record import read_json, status_of
 from ansible.module_utils.jobs.submission import attempts
@@ -41,7 +42,7 @@ def needs(spec):
 
 def healthy(nodes, cordoned, gpus):
     """The ALIVE workers, not cordoned, that offer at least `gpus` GPUs: where the next attempt may run."""
-    return sorted(ip for ip, node in cordon_hold.alive_workers(nodes).items()
+    return sorted(ip for ip, node in cordons.alive_workers(nodes).items()
                   if ip not in cordoned and float((node.get("resources_total") or {}).get("GPU") or 0) >= gpus)
 
 
@@ -107,8 +108,8 @@ def go_around(module, job, status):
                 ip, by="retry", why=f"blamed by {job.sid}: {why.get(ip) or 'its evidence'}", job=job.sid))
         job.record.note_cordoned(fresh)
     found, problems = cordons.read_all(config.shared_root)
-    changes = cordon_hold.sync(lambda: cordons.cordoned(config.shared_root), nodes,
-                               lambda: cordon_hold.list_groups(url), config.address, check=module.check_mode)
+    changes = cordons.sync(lambda: cordons.cordoned(config.shared_root), nodes,
+                               lambda: cordons.list_groups(url), config.address, check=module.check_mode)
     want_nodes, want_gpus = needs(read_json(job.rec["job_spec"], base=job.rec["dir"]))
     free = healthy(nodes, set(found) | set(fresh), want_gpus)
     result = job.result(status, "", cordoned=fresh, healthy=free, problems=problems)
@@ -119,7 +120,7 @@ def go_around(module, job, status):
                      f"{status.state}. Give a worker back (cordon.yml -e host=... -e state=absent) or add one, then "
                      f"job.yml -e id={job.sid} -e do=resume", **result)
     waited = [ip for ip in fresh if ip in known and ip not in changes["absent"]]  # a dead node takes no work
-    held = result["held"] = (cordon_hold.wait_held(lambda: cordon_hold.list_groups(url), waited, HOLD_WAIT_S,
+    held = result["held"] = (cordons.wait_held(lambda: cordons.list_groups(url), waited, HOLD_WAIT_S,
                                                    nodes=nodes) if waited and not module.check_mode else {})
     waiting = sorted(ip for ip, state in held.items() if state != "CREATED")
     if waiting:

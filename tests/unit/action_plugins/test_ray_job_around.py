@@ -92,7 +92,7 @@ def test_a_worker_given_back_is_not_cordoned_again_by_the_resume(ray, ray_config
     result, _, _, jobs = run(ray, ray_config, capsys, monkeypatch, tmp_path, [HEAD, WORKER, SMALL])
     assert result["failed"] and "not retried: 0 healthy worker(s)" in result["msg"]
     assert status_of(jobs, "tr-1")["cordoned"] == ["10.0.0.11"]
-    from ansible.module_utils.base import cordons
+    from ansible.module_utils.cordons import cordons
 
     assert cordons.remove(ray_config["shared_root"], "10.0.0.11")  # a person gives it back (cordon.yml state=absent)
     ray.groups.clear()
@@ -143,7 +143,7 @@ def test_a_chain_cordons_at_most_a_few_workers(ray, ray_config, capsys, monkeypa
 
 def test_a_cordons_folder_that_cannot_be_listed_whole_changes_nothing(ray, ray_config, capsys, monkeypatch, tmp_path,
                                                                      blamed):
-    from ansible.module_utils.base import cordons
+    from ansible.module_utils.cordons import cordons
 
     folder = os.path.join(ray_config["shared_root"], "cordons")
     os.makedirs(folder)

@@ -4,7 +4,7 @@ import importlib.util
 import pathlib
 
 import pytest
-from ansible.module_utils.base import cordons
+from ansible.module_utils.cordons import cordons
 
 spec = importlib.util.spec_from_file_location(
     "ray_cordon", pathlib.Path(__file__).resolve().parents[3] / "library" / "ray_cordon.py")

@@ -1,11 +1,12 @@
-"""Cordons: the typed file on the shared root (base/cordons.py) and what Ray is told of it (base/cordon_hold.py)."""
+"""Cordons: the typed file on the shared root (cordons/cordons.py) and what Ray is told of it (cordons/cordons.py)."""
 
 import json
 import multiprocessing
 import os
 
 import pytest
-from ansible.module_utils.base import cordon_hold, cordons, files
+from ansible.module_utils.base import files
+from ansible.module_utils.cordons import cordons
 
 
 def entry(ip="198.18.0.12", **kw):
@@ -43,7 +44,7 @@ def test_a_bad_file_counts_as_cordoned(tmp_path, text, words):
     (tmp_path / "cordons" / "198.18.0.12.json").write_text(text)
     found, problems = cordons.read_all(str(tmp_path))
     assert found == {"198.18.0.12": None} and words in problems[0]
-    assert "198.18.0.12" in cordon_hold.plan(set(found), [worker("198.18.0.12", "a" * 56)], [])["create"][0]
+    assert "198.18.0.12" in cordons.plan(set(found), [worker("198.18.0.12", "a" * 56)], [])["create"][0]
 
 
 def test_odd_names_and_links_are_refused(tmp_path):
@@ -89,31 +90,31 @@ def test_plan_holds_the_cordoned_and_replaces_stale_holds():
     old, new = "a" * 56, "b" * 56
     nodes = [worker("198.18.0.12", old, state="DEAD"), worker("198.18.0.12", new, start=5),
              worker("198.18.0.11", "c" * 56)]
-    groups = [{"name": cordon_hold.name("198.18.0.12", old), "state": "CREATED", "placement_group_id": "p1"},
+    groups = [{"name": cordons.name("198.18.0.12", old), "state": "CREATED", "placement_group_id": "p1"},
               {"name": "someone-else", "state": "CREATED", "placement_group_id": "p2"},
-              {"name": cordon_hold.name("198.18.0.11", "c" * 56), "state": "PENDING", "placement_group_id": "p3"}]
-    changes = cordon_hold.plan({"198.18.0.12", "198.18.0.13"}, nodes, groups)
+              {"name": cordons.name("198.18.0.11", "c" * 56), "state": "PENDING", "placement_group_id": "p3"}]
+    changes = cordons.plan({"198.18.0.12", "198.18.0.13"}, nodes, groups)
     assert [ip for ip, _ in changes["create"]] == ["198.18.0.12"] and changes["create"][0][1]["node_id"] == new
     assert [g["placement_group_id"] for g in changes["remove"]] == ["p1", "p3"]  # stale node; uncordoned
     assert changes["absent"] == ["198.18.0.13"]
-    assert cordon_hold.wanted_bundle(nodes[1]) == {"worker_node": 1.0, "GPU": 2.0, "CPU": 4.0}
-    assert cordon_hold.wanted_bundle(worker("x", "d", gpus=0)) == {"worker_node": 1.0, "CPU": 4.0}  # a CPU-only worker
+    assert cordons.wanted_bundle(nodes[1]) == {"worker_node": 1.0, "GPU": 2.0, "CPU": 4.0}
+    assert cordons.wanted_bundle(worker("x", "d", gpus=0)) == {"worker_node": 1.0, "CPU": 4.0}  # a CPU-only worker
 
 
 def test_plan_keeps_a_current_hold():
     nodes = [worker("198.18.0.12", "b" * 56)]
-    groups = [{"name": cordon_hold.name("198.18.0.12", "b" * 56), "state": "CREATED", "placement_group_id": "p"}]
-    assert cordon_hold.plan({"198.18.0.12"}, nodes, groups) == {"create": [], "remove": [], "absent": [],
+    groups = [{"name": cordons.name("198.18.0.12", "b" * 56), "state": "CREATED", "placement_group_id": "p"}]
+    assert cordons.plan({"198.18.0.12"}, nodes, groups) == {"create": [], "remove": [], "absent": [],
                                                                  "held": {"198.18.0.12": "CREATED"}}
 
 
 def test_wait_held_polls_until_placed():
     states = iter(["PENDING", "PENDING", "CREATED"])
     clock = iter(range(100)).__next__
-    seen = cordon_hold.wait_held(lambda: [{"name": cordon_hold.name("1.2.3.4", "n"), "state": next(states)}],
+    seen = cordons.wait_held(lambda: [{"name": cordons.name("1.2.3.4", "n"), "state": next(states)}],
                                  ["1.2.3.4"], 30, clock=clock, sleep=lambda s: None)
     assert seen == {"1.2.3.4": "CREATED"}
-    left = cordon_hold.wait_held(list, ["1.2.3.4"], 0, clock=iter(range(100)).__next__, sleep=lambda s: None)
+    left = cordons.wait_held(list, ["1.2.3.4"], 0, clock=iter(range(100)).__next__, sleep=lambda s: None)
     assert left == {"1.2.3.4": "missing"}
 
 
@@ -130,10 +131,10 @@ def test_a_line_is_printable_whatever_the_file_holds(tmp_path):
 def test_every_alive_node_of_a_cordoned_address_is_held():
     """Ray lists a replaced node ALIVE beside the new one for a while: work may land on either, so both are held."""
     nodes = [worker("198.18.0.12", "a" * 56, start=1), worker("198.18.0.12", "b" * 56, start=5)]
-    changes = cordon_hold.plan({"198.18.0.12"}, nodes, [])
+    changes = cordons.plan({"198.18.0.12"}, nodes, [])
     assert sorted(n["node_id"][0] for _, n in changes["create"]) == ["a", "b"]
-    stale = [{"name": cordon_hold.name("198.18.0.12", "c" * 56), "state": "CREATED"}]  # an older node's hold
-    states = cordon_hold.wait_held(lambda: stale, ["198.18.0.12"], 0, clock=iter(range(9)).__next__,
+    stale = [{"name": cordons.name("198.18.0.12", "c" * 56), "state": "CREATED"}]  # an older node's hold
+    states = cordons.wait_held(lambda: stale, ["198.18.0.12"], 0, clock=iter(range(9)).__next__,
                                    sleep=lambda s: None, nodes=nodes)
     assert states == {"198.18.0.12": "missing"}  # it never stands in for the current nodes' holds
 
@@ -144,14 +145,14 @@ def test_sync_plans_again_from_what_another_run_changed():
 
     def apply_changes(address, changes):
         for ip, node in changes["create"]:
-            groups.append({"name": cordon_hold.name(ip, node["node_id"]), "state": "CREATED",
+            groups.append({"name": cordons.name(ip, node["node_id"]), "state": "CREATED",
                            "placement_group_id": "p"})
         for group in changes["remove"]:
             groups.remove(group)
 
-    last = cordon_hold.sync(lambda: files_.pop(0) if len(files_) > 1 else files_[0], nodes, lambda: list(groups),
+    last = cordons.sync(lambda: files_.pop(0) if len(files_) > 1 else files_[0], nodes, lambda: list(groups),
                             "h:6379", apply_changes=apply_changes)
     assert groups == [] and last["changed"] and last["create"] == [] and last["remove"] == []
-    checked = cordon_hold.sync(lambda: {"198.18.0.12"}, nodes, list, "h:6379", check=True,
+    checked = cordons.sync(lambda: {"198.18.0.12"}, nodes, list, "h:6379", check=True,
                                apply_changes=lambda *a: pytest.fail("check mode applied a change"))
     assert checked["changed"] and [ip for ip, _ in checked["create"]] == ["198.18.0.12"]

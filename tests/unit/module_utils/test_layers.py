@@ -15,7 +15,8 @@ LAYERS = {
     "daemons": {"base"},
     "node": {"base", "daemons"},
     "jobspec": {"base", "verl"},
-    "jobs": {"base", "verl", "jobspec"},
+    "cordons": {"base"},
+    "jobs": {"base", "verl", "jobspec", "cordons"},
     "regression": {"base", "verl", "jobs"},
 }
 # A package's sub-packages are layered the same way: each imports only those below it (and the packages its parent
@@ -91,10 +92,11 @@ def test_sub_package_imports_go_down(package, sub):
     assert not wrong, wrong
 
 
-def test_sub_layers_catch_an_upward_import(tmp_path, monkeypatch):
+def test_sub_layers_catch_an_upward_import(tmp_path):
     """The check itself: a record/ file importing life/ is named (a test that could not fail would prove nothing)."""
     upward = tmp_path / "up.py"
-    upward.write_text("from ansible.module_utils.jobs.life import chain\nfrom ansible.module_utils.jobs import runner\n")
+    upward.write_text("from ansible.module_utils.jobs.life import chain\n"
+                      "from ansible.module_utils.jobs import runner\n")
     assert sorted(sub_imports_of(upward, "jobs")) == [("jobs/runner.py", 2), ("life", 1)]
 
 
