@@ -9,7 +9,7 @@ description:
   - Reads the measuring job's result (C(checkpoints/acceptance/acceptance.json) in its record, written by
     C(acceptance_probe) on a worker; at most 4 MiB, never through a symlink, read as data and checked field by field,
     every number finite and bounded) and the status of the measuring and SFT jobs' records, and judges every node
-    against the others (module_utils/regression/acceptance.py; docs/acceptance.md); a node under O(threshold) of a
+    against the others (module_utils/acceptance/judgement.py; docs/acceptance.md); a node under O(threshold) of a
     median fails, named.
   - Writes C(<shared_root>/acceptance/<run_id>/) with C(result.json) (the verdict and the raw measurement),
     C(table.txt) (the per-node table) and C(junit.xml) (one testcase per check), and returns the table.
@@ -100,11 +100,11 @@ report_dir:
 import os
 import stat
 
+from ansible.module_utils.acceptance import judgement, report
 from ansible.module_utils.base import conventions
 from ansible.module_utils.base import files as jf
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.jobs.record import record as jr
-from ansible.module_utils.regression import acceptance, acceptance_report
 
 RESULT_CAP = 4 << 20
 
@@ -113,13 +113,13 @@ def read_result(shared_root, measure_id, worker_ips):
     """(the parsed result or None, why there is none). Read as every job file is (jf.read_small: at most RESULT_CAP
     bytes, no symlink followed from the record down, regular files only; jf.loads_bounded), and only the inventory's
     workers (worker_ips) kept."""
-    path = acceptance.result_path(shared_root, measure_id)
+    path = judgement.result_path(shared_root, measure_id)
     try:
         raw = jf.read_small(path, RESULT_CAP, base=conventions.job_dir(shared_root, measure_id))
         if raw is None:
             return None, "it left no result"
-        return acceptance.parse_result(jf.loads_bounded(raw.decode("utf-8")), worker_ips), None
-    except acceptance.AcceptanceError as exc:
+        return judgement.parse_result(jf.loads_bounded(raw.decode("utf-8")), worker_ips), None
+    except judgement.AcceptanceError as exc:
         return None, f"its result is malformed: {exc}"
     except (OSError, ValueError, RecursionError) as exc:  # RecordError, UnsafeFile and JSON errors are ValueErrors
         return None, f"its result cannot be read: {conventions.one_line(exc, 300)}"
@@ -164,7 +164,7 @@ def main():
             "measure_id": {"type": "str", "required": True},
             "sft_id": {"type": "str"},
             "errors": {"type": "dict", "default": {}},
-            "threshold": {"type": "float", "default": acceptance.THRESHOLD},
+            "threshold": {"type": "float", "default": judgement.THRESHOLD},
             "require_gpus": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
@@ -186,18 +186,18 @@ def main():
     if why:  # no usable result fails the measuring check (judge), with the job's own error first when it has one
         measure["error"] = measure["error"] or why
     sft = job_of(p["shared_root"], p["sft_id"], errors.get("sft"))
-    verdict = acceptance.judge(result, workers, measure, sft, p["threshold"], p["require_gpus"])
-    lines = acceptance_report.table(verdict)
+    verdict = judgement.judge(result, workers, measure, sft, p["threshold"], p["require_gpus"])
+    lines = report.table(verdict)
     try:
         run_dir = report_dir(p["shared_root"], p["run_id"], create=not module.check_mode)
         if not module.check_mode:
             base = p["shared_root"]
             jobs = {"measure": measure, "sft": sft}
             jf.write_json(os.path.join(run_dir, "result.json"),
-                          acceptance_report.record(verdict, p["run_id"], result, jobs), base=base)
+                          report.record(verdict, p["run_id"], result, jobs), base=base)
             jf.write_atomic(os.path.join(run_dir, "table.txt"), ("\n".join(lines) + "\n").encode("utf-8"), base=base)
             jf.write_atomic(os.path.join(run_dir, "junit.xml"),
-                            acceptance_report.junit(verdict, p["run_id"]).encode("utf-8"), base=base)
+                            report.junit(verdict, p["run_id"]).encode("utf-8"), base=base)
     except (OSError, ValueError) as exc:
         module.fail_json(msg=f"acceptance report {p['run_id']}: {conventions.one_line(exc, 300)}", table=lines)
     module.exit_json(changed=not module.check_mode, ok=verdict["ok"], failures=verdict["failures"], table=lines,

@@ -8,9 +8,9 @@ and data on the shared root, with a batch that divides evenly over the data-para
 
 import shlex
 
+from ansible.module_utils.acceptance import judgement
 from ansible.module_utils.base import conventions
 from ansible.module_utils.jobspec.fields import JobSpecError
-from ansible.module_utils.regression import acceptance
 
 from plugin_utils import jobspec_input
 
@@ -31,7 +31,7 @@ def measure_overrides(shared_root, submission_id, python, payload_bytes=None, wa
                       matmul_n=None):
     """ray_job overrides of the measuring job: id, code_path and the entrypoint that writes its record's result."""
     conventions.check_id("submission_id", submission_id)
-    args = ["-m", "acceptance_probe", "--out", acceptance.result_path(shared_root, submission_id)]
+    args = ["-m", "acceptance_probe", "--out", judgement.result_path(shared_root, submission_id)]
     for flag, value, field in (("--payload-bytes", payload_bytes, "acceptance_payload_bytes"),
                                ("--warmup", warmup, "acceptance_warmup"), ("--timed", timed, "acceptance_timed"),
                                ("--matmul-n", matmul_n, "acceptance_matmul_n")):

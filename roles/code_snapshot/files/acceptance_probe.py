@@ -11,7 +11,7 @@ at a time (nodes that share CPUs would slow each other); the all-reduce across e
 node over torch.distributed (NCCL when every node's torch sees a GPU, else gloo), rendezvous on the first node's IP at
 a free port: every pair of nodes alone, then all of them. The raw times go to --out as JSON, written whole (a new
 file renamed into place) in a folder this job makes and only its user may write (write_result); the judgement is the
-acceptance module's (module_utils/regression/acceptance.py). Exit 0 when every measurement ran and its result was
+acceptance module's (module_utils/acceptance/judgement.py). Exit 0 when every measurement ran and its result was
 written.
 """
 

@@ -7,9 +7,9 @@ import xml.etree.ElementTree as ET
 import pytest
 import ray_acceptance
 from acceptance_helpers import WORKERS, raw_result, slow_worker3
+from ansible.module_utils.acceptance import judgement
 from ansible.module_utils.jobs.record import record as jr
 from ansible.module_utils.jobs.record.status import JobStatus
-from ansible.module_utils.regression import acceptance
 from ansible.module_utils.testing import patch_module_args
 
 RUN = "acceptance-20270101T000000Z"
@@ -22,8 +22,8 @@ def job(root, sid, state, result=None, raw_text=None):
     jr.write_json(paths["status"], JobStatus(sid, state=state, final=True, record=paths["dir"],
                                              message="boom" if state == "FAILED" else None).to_dict())
     if result is not None or raw_text is not None:
-        os.mkdir(os.path.dirname(acceptance.result_path(root, sid)), 0o755)
-        with open(acceptance.result_path(root, sid), "w", encoding="utf-8") as handle:
+        os.mkdir(os.path.dirname(judgement.result_path(root, sid)), 0o755)
+        with open(judgement.result_path(root, sid), "w", encoding="utf-8") as handle:
             handle.write(raw_text if raw_text is not None else json.dumps(result))
 
 
@@ -79,7 +79,7 @@ def test_a_result_too_large_or_a_symlink_is_not_read(tmp_path, capsys):
     job(root, SFT, "SUCCEEDED")
     _code, out = run(capsys, root)
     assert "is larger than" in out["failures"][0]
-    path = acceptance.result_path(root, MEASURE)
+    path = judgement.result_path(root, MEASURE)
     os.remove(path)
     (tmp_path / "elsewhere.json").write_text(json.dumps(raw_result()))
     os.symlink(tmp_path / "elsewhere.json", path)
@@ -90,7 +90,7 @@ def test_a_result_too_large_or_a_symlink_is_not_read(tmp_path, capsys):
     os.remove(path)
     os.rmdir(folder)
     os.mkdir(tmp_path / "other")
-    (tmp_path / "other" / acceptance.RESULT_FILE).write_text(json.dumps(raw_result()))
+    (tmp_path / "other" / judgement.RESULT_FILE).write_text(json.dumps(raw_result()))
     os.symlink(tmp_path / "other", folder)
     _code, out = run(capsys, root)
     assert not out["ok"] and "is not a directory of the record (a symlink is never followed)" in out["failures"][0]

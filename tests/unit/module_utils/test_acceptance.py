@@ -1,4 +1,4 @@
-"""module_utils/regression/acceptance.py and acceptance_report.py: the site acceptance's judgement and its table and
+"""module_utils/acceptance/judgement.py and report.py: the site acceptance's judgement and its table and
 JUnit XML.
 
 The measurement itself runs for real in tests/unit/roles/test_acceptance_measure.py (gloo on loopback)."""
@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 from acceptance_helpers import MIB4, WORKERS, raw_result, slow_worker3
-from ansible.module_utils.regression import acceptance, acceptance_report
+from ansible.module_utils.acceptance import judgement, report
 
 SUCCEEDED = {"submission_id": "acc-measure", "state": "SUCCEEDED", "error": None}
 SFT_OK = {"submission_id": "acc-sft", "state": "SUCCEEDED", "error": None}
@@ -17,7 +17,7 @@ IPS = [w["ip"] for w in WORKERS]
 
 
 def verdict_of(raw, workers=WORKERS, measure=SUCCEEDED, sft=SFT_OK, **kw):
-    return acceptance.judge(acceptance.parse_result(raw, [w["ip"] for w in workers]), workers, measure, sft, **kw)
+    return judgement.judge(judgement.parse_result(raw, [w["ip"] for w in workers]), workers, measure, sft, **kw)
 
 
 def failed(verdict):
@@ -30,7 +30,7 @@ def test_an_even_cluster_passes_with_its_table():
     assert verdict["medians"]["tflops"] == pytest.approx(0.055)
     assert verdict["medians"]["link"] == pytest.approx(MIB4 / 0.01 / 1e9)
     assert verdict["slowest"]["tflops"] == ("lab-worker1", 0.05)
-    lines = acceptance_report.table(verdict)
+    lines = report.table(verdict)
     assert lines[0].split() == ["host", "ip", "GPUs", "TFLOP/s", "alone", "GB/s", "lab-worker1", "GB/s",
                                 "lab-worker2", "GB/s", "lab-worker3", "GB/s"]
     assert lines[1].split() == ["lab-worker1", "198.18.0.11", "0", "0.05", "-", "-", "0.419", "0.419"]
@@ -50,7 +50,7 @@ def test_a_rate_limited_worker_is_named_as_the_slow_node_and_the_common_node_of_
     assert verdict["failures"][0].startswith("lab-worker3 (198.18.0.13): all-reduce bus bandwidth at most 0.00599 GB/s"
                                              " with any peer (best: lab-worker1), under 0.5 x the median link 0.419")
     assert "lab-worker3 is slow" in verdict["failures"][1]
-    lines = acceptance_report.table(verdict)
+    lines = report.table(verdict)
     assert "every slow pair includes lab-worker3" in lines
     assert lines[-1] == "FAIL: 3 check(s) failed"
 
@@ -89,7 +89,7 @@ def test_an_intra_node_all_reduce_is_judged_against_the_other_nodes():
         node["intra"] = {"ranks": 8, "bytes": 256 << 20, "seconds": seconds}
     verdict = verdict_of(raw)
     assert failed(verdict) == {("alone", "lab-worker3")}
-    assert acceptance_report.table(verdict)[1].split()[4] == "470"  # 256 MiB / 1 ms x 2 x 7/8
+    assert report.table(verdict)[1].split()[4] == "470"  # 256 MiB / 1 ms x 2 x 7/8
 
 
 def test_a_missing_worker_a_failed_job_and_no_result_are_named():
@@ -99,11 +99,11 @@ def test_a_missing_worker_a_failed_job_and_no_result_are_named():
     assert verdict["failures"][0] == ("not measured (not an alive Ray worker node, or the job ended first): "
                                       "lab-worker3 (198.18.0.13)")
     assert verdict["failures"][1] == "acc-sft: FAILED: OOM"
-    verdict = acceptance.judge(None, WORKERS, {"submission_id": "acc-measure", "state": "FAILED",
+    verdict = judgement.judge(None, WORKERS, {"submission_id": "acc-measure", "state": "FAILED",
                                                "error": "it left no result"}, None)
     assert ("measure", "acc-measure") in failed(verdict) and ("sft", "the SFT job") not in failed(verdict)
     assert verdict["failures"][0] == "acc-measure: FAILED: it left no result"
-    assert acceptance_report.table(verdict)[-1].startswith("FAIL")
+    assert report.table(verdict)[-1].startswith("FAIL")
 
 
 def test_a_probe_error_after_the_matrix_products_keeps_them_and_fails_the_measurement():
@@ -159,12 +159,12 @@ def test_one_or_two_workers_have_nothing_to_compare_links_with():
 def test_a_result_of_another_shape_is_refused_naming_the_field(mutate, field):
     raw = copy.deepcopy(raw_result())
     mutate(raw)
-    with pytest.raises(acceptance.AcceptanceError) as err:
-        acceptance.parse_result(raw, IPS)
+    with pytest.raises(judgement.AcceptanceError) as err:
+        judgement.parse_result(raw, IPS)
     assert str(err.value).startswith(field + ":")
     assert "1e9" not in str(err.value) and "0000" not in str(err.value)  # the field, never the value
-    with pytest.raises(acceptance.AcceptanceError, match="^result: must be a mapping"):
-        acceptance.parse_result([raw], IPS)
+    with pytest.raises(judgement.AcceptanceError, match="^result: must be a mapping"):
+        judgement.parse_result([raw], IPS)
 
 
 def test_the_largest_numbers_within_bounds_are_judged_and_printed():
@@ -173,7 +173,7 @@ def test_the_largest_numbers_within_bounds_are_judged_and_printed():
     verdict = verdict_of(raw)
     assert failed(verdict) == {("matmul", "lab-worker3"), ("link", "lab-worker3"), ("pair", "lab-worker1-lab-worker3"),
                                ("pair", "lab-worker2-lab-worker3")}
-    assert acceptance_report.table(verdict)[-1] == "FAIL: 4 check(s) failed"
+    assert report.table(verdict)[-1] == "FAIL: 4 check(s) failed"
 
 
 def test_a_node_outside_the_inventory_is_refused_named_and_moves_nothing():
@@ -185,17 +185,17 @@ def test_a_node_outside_the_inventory_is_refused_named_and_moves_nothing():
                              "0-4": 0.0001, "1-4": 0.0001, "2-4": 0.0001, "3-4": 0.0001, "0-5": 9.0, "3-5": 1.0})
     raw["nodes"][3]["ip"], raw["nodes"][4]["ip"] = "10.9.9.9", "evil\x1b]52;c;AAAA\x07\nname"
     raw["allreduce"]["ranks"] = [n["ip"] for n in raw["nodes"]]
-    parsed = acceptance.parse_result(raw, IPS)
+    parsed = judgement.parse_result(raw, IPS)
     assert [n["ip"] for n in parsed["nodes"]] == IPS and len(parsed["allreduce"]["pairs"]) == 3
     assert parsed["outside"] == ["10.9.9.9", "evil name", "198.18.0.16"] and parsed["outside_more"] == 0
-    verdict = acceptance.judge(parsed, WORKERS, SUCCEEDED, SFT_OK)
+    verdict = judgement.judge(parsed, WORKERS, SUCCEEDED, SFT_OK)
     assert verdict["failures"] == ["refused, not judged (not an inventory worker): 10.9.9.9, evil name, 198.18.0.16"]
     assert verdict["medians"]["tflops"] == 0.05 and verdict["slow_pairs"] == [] and verdict["common_node"] is None
     assert [n["host"] for n in verdict["nodes"]] == ["lab-worker1", "lab-worker2", "lab-worker3"]
-    lines = acceptance_report.table(verdict)
+    lines = report.table(verdict)
     assert len(lines[0].split()) == 6 + 2 * 3 and len(lines) == 1 + 3 + 5
     assert all("\x1b" not in line and "10.9.9.9" not in line for line in lines[:4])
-    junit = ET.fromstring(acceptance_report.junit(verdict, "a").split("\n", 1)[1])
+    junit = ET.fromstring(report.junit(verdict, "a").split("\n", 1)[1])
     outside = [c for c in junit.findall("testcase") if c.get("name") == "only inventory workers measured"]
     assert outside[0].get("classname") == "acceptance.cluster" and outside[0].find("failure") is not None
 
@@ -203,22 +203,22 @@ def test_a_node_outside_the_inventory_is_refused_named_and_moves_nothing():
 def test_a_huge_crafted_result_gives_a_bounded_verdict_and_table():
     """Thousands of invented nodes and every pair among hundreds of them: the verdict and its table hold the inventory's
     three workers and their three pairs; the refused nodes are named at most NAMED_OUTSIDE times."""
-    ips = IPS + [f"10.{i // 250}.{i % 250}.1" for i in range(acceptance.MAX_NODES - 3)]
+    ips = IPS + [f"10.{i // 250}.{i % 250}.1" for i in range(judgement.MAX_NODES - 3)]
     raw = raw_result()
     raw["nodes"] += [{**raw["nodes"][0], "ip": ip, "hostname": "x" * 5000} for ip in ips[3:]]
     raw["allreduce"]["ranks"] = ips
     raw["allreduce"]["pairs"] = {f"{i}-{j}": 0.01 for i in range(300) for j in range(i + 1, 300)}
-    parsed = acceptance.parse_result(raw, IPS)
+    parsed = judgement.parse_result(raw, IPS)
     assert len(parsed["nodes"]) == 3 and len(parsed["allreduce"]["pairs"]) == 3
-    assert len(parsed["outside"]) == acceptance.NAMED_OUTSIDE and parsed["outside_more"] == len(ips) - 3 - 8
-    verdict = acceptance.judge(parsed, WORKERS, SUCCEEDED, SFT_OK)
+    assert len(parsed["outside"]) == judgement.NAMED_OUTSIDE and parsed["outside_more"] == len(ips) - 3 - 8
+    verdict = judgement.judge(parsed, WORKERS, SUCCEEDED, SFT_OK)
     assert len(verdict["checks"]) == 2 + 1 + 3 * 3 + 3 + 1 + 1  # jobs, workers and outside, per node, pairs, all
     assert verdict["failures"][0].endswith(f"and {len(ips) - 11} more") and len(verdict["failures"]) == 1
-    lines = acceptance_report.table(verdict)
+    lines = report.table(verdict)
     assert len(lines) == 9 and sum(map(len, lines)) < 2000
-    with pytest.raises(acceptance.AcceptanceError,
-                       match=f"^result.nodes: must be a list of at most {acceptance.MAX_NODES}"):
-        acceptance.parse_result({"nodes": raw["nodes"] + [raw["nodes"][0]]}, IPS)
+    with pytest.raises(judgement.AcceptanceError,
+                       match=f"^result.nodes: must be a list of at most {judgement.MAX_NODES}"):
+        judgement.parse_result({"nodes": raw["nodes"] + [raw["nodes"][0]]}, IPS)
 
 
 def _traced_lines(fn, *args):
@@ -227,7 +227,7 @@ def _traced_lines(fn, *args):
 
     def tracer(frame, event, _arg):
         nonlocal count
-        if frame.f_code.co_filename == acceptance.__file__:
+        if frame.f_code.co_filename == judgement.__file__:
             if event == "line":
                 count += 1
             return tracer
@@ -253,8 +253,8 @@ def test_the_judgement_is_linear_in_the_pairs():
         # Some pairs slow (one in seven), so the slow pairs' checks run too.
         raw["allreduce"]["pairs"] = {f"{i}-{j}": 1.0 if (i + j) % 7 == 0 else 0.01 * (1 + (i + j) % 3)
                                      for i in range(n) for j in range(i + 1, n)}
-        parsed = acceptance.parse_result(raw, raw["allreduce"]["ranks"])
-        return _traced_lines(acceptance.judge, parsed, workers, SUCCEEDED, SFT_OK)
+        parsed = judgement.parse_result(raw, raw["allreduce"]["ranks"])
+        return _traced_lines(judgement.judge, parsed, workers, SUCCEEDED, SFT_OK)
 
     small, large = work(16), work(64)
     assert large / small < 25, (small, large)
@@ -262,7 +262,7 @@ def test_the_judgement_is_linear_in_the_pairs():
 
 def test_junit_is_well_formed_with_one_testcase_per_check():
     verdict = verdict_of(slow_worker3(), sft={"submission_id": "acc-sft", "state": "FAILED", "error": "a <b> & 'c'"})
-    text = acceptance_report.junit(verdict, "acceptance-1")
+    text = report.junit(verdict, "acceptance-1")
     suite = ET.fromstring(text.split("\n", 1)[1])
     cases = suite.findall("testcase")
     assert suite.get("tests") == str(len(cases)) == str(len(verdict["checks"]))
@@ -277,7 +277,7 @@ def test_junit_is_well_formed_with_one_testcase_per_check():
 
 
 def test_bus_bandwidth_is_nccl_tests_busbw():
-    assert acceptance.bus_bandwidth(1e9, 1.0, 2) == pytest.approx(1.0)
-    assert acceptance.bus_bandwidth(1e9, 1.0, 4) == pytest.approx(1.5)
-    assert acceptance.result_path("/private", "a-measure") == \
+    assert judgement.bus_bandwidth(1e9, 1.0, 2) == pytest.approx(1.0)
+    assert judgement.bus_bandwidth(1e9, 1.0, 4) == pytest.approx(1.5)
+    assert judgement.result_path("/private", "a-measure") == \
         "/private/jobs/a-measure/checkpoints/acceptance/acceptance.json"

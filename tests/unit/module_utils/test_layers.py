@@ -11,6 +11,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[3] / "module_utils"
 # the share's files, the connection to Ray.
 LAYERS = {
     "base": set(),
+    "acceptance": {"base"},
     "verl": {"base"},
     "daemons": {"base"},
     "node": {"base", "daemons"},

@@ -14,7 +14,7 @@ and pairs:
 - the all-reduce across a node's own GPUs ("alone") against the median of the nodes that have two or more;
 - the GPUs torch sees against the node's Ray GPUs (when torch is a CUDA build, or the site requires GPUs);
 - every inventory worker measured; the measuring job and the SFT job SUCCEEDED.
-Rendering (the table, JUnit XML) is acceptance_report.py's.
+Rendering (the table, JUnit XML) is report.py's.
 """
 
 import posixpath
