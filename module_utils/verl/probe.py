@@ -18,7 +18,7 @@ In one process, with no second import of verl or torch:
    sizes, parallel sizes, the placement), whether the critic's loader hard-codes flash_attention_2, whether
    flash_attn imports, the platform's Ray resource name and the CPUs verl asks per GPU bundle (its pools' own
    defaults).
-The decisions are the head's (module_utils/jobs/submission/preflight_checks.py).
+The decisions are the head's (module_utils/jobs/submission/preflight.py).
 """
 
 import contextlib

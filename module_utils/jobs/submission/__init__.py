@@ -2,9 +2,9 @@
 
   submit.py     checks, preflight, record, submit
   preflight.py  the preflight: verl's config composed in the job's own Python (module_utils/verl/probe.py), on the
-                head, else on a worker through a Ray task, and what it decides
-  preflight_checks.py  what the preflight decides: overrides verl's config lacks (with where the setting lives
-                now), verl's start-up checks, flash attention without flash_attn, GPU bundles no node can hold
+                head, else on a worker through a Ray task, and what it decides: overrides verl's config lacks (with
+                where the setting lives now), verl's start-up checks, flash attention without flash_attn, GPU
+                bundles no node can hold
   verdicts.py   the preflight's answers that passed, kept on the share per code, trainer, overrides and env
   attempts.py   linked attempts, the next one's id and spec (built on the head), the checkpoint it starts from
 """

@@ -7,7 +7,7 @@ import os
 import subprocess
 
 import pytest
-from ansible.module_utils.jobs.submission import preflight, preflight_checks
+from ansible.module_utils.jobs.submission import preflight
 from ansible.module_utils.verl import probe as verl_probe
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -141,7 +141,7 @@ def test_verls_refusal_is_its_dataclasss_own_error_with_where():
 
 def run_probe(workload, overrides, env=None):
     module = "verl.trainer.sft_trainer_ray" if workload == "sft" else "verl.trainer.main_ppo"
-    argv = [VERL_PYTHON, "-c", preflight.source(), json.dumps(preflight_checks.request(workload)), module,
+    argv = [VERL_PYTHON, "-c", preflight.source(), json.dumps(preflight.request(workload)), module,
             *overrides, "--cfg", "job"]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=300, env={**os.environ, **(env or {})},
                           cwd=ROOT, check=False)
@@ -234,7 +234,7 @@ def test_ppo_with_sdpa_overrides_still_has_a_critic_verl_loads_with_flash_attent
                                          "+critic.model.override_config.attn_implementation=sdpa"])
     assert code == 0, err
     assert set(facts["attention"].values()) == {"sdpa"} and facts["valuehead_flash"] is True
-    problem = preflight_checks.attention("ppo", facts, "the head")
+    problem = preflight.attention("ppo", facts, "the head")
     assert "no override spares the critic" in problem
 
 
@@ -243,8 +243,8 @@ def test_the_labs_cpu_platform_turns_a_bundle_into_one_cpu_and_spares_the_critic
     code, facts, err = lab_ppo_run
     assert code == 0, err
     assert facts["resource"] == "CPU" and facts["valuehead_flash"] is False
-    assert preflight_checks.bundle("ppo", facts) == {"CPU": 1}
-    assert preflight_checks.attention("ppo", facts, "the head") is None
+    assert preflight.bundle("ppo", facts) == {"CPU": 1}
+    assert preflight.attention("ppo", facts, "the head") is None
 
 
 @needs_verl
@@ -259,7 +259,7 @@ def test_one_run_names_every_key_verl_lacks_and_where_it_keeps_the_critics_offlo
     assert refused["trainer.use_legacy_worker_impl"]["same_setting"] == []
     assert facts["verl_version"] == "0.9.1" and facts["startup"] == []  # the rest passes verl's own checks
     assert facts["startup_skipped"] is None
-    message = preflight_checks.verdict("ppo-1", "the head", preflight_checks.refused(facts))
+    message = preflight.verdict("ppo-1", "the head", preflight.refused(facts))
     assert message.startswith("ppo-1: the preflight on the head found 3 problems (nothing submitted): (1) ")
     assert "which has the same setting at critic.fsdp.optimizer_offload: set that instead" in message
     assert "+critic" not in message and "To append" not in message and "\n" not in message
@@ -290,8 +290,8 @@ def test_micro_batch_sizes_set_twice_are_refused_with_verls_message_beside_the_s
                            "'actor.ppo_micro_batch_size_per_gpu'")
     assert both.endswith("(full_key: actor_rollout_ref.actor)")
     assert sync.startswith("ValueError: Rollout mode 'sync' has been removed.")
-    problems = [*preflight_checks.refused(facts), *preflight_checks.startup(facts)]
-    message = preflight_checks.verdict("grpo-1", "the head", problems)
+    problems = [*preflight.refused(facts), *preflight.startup(facts)]
+    message = preflight.verdict("grpo-1", "the head", problems)
     assert "found 3 problems" in message and "nor any setting named grad_offload in actor_rollout_ref.actor" \
         in message
     assert "verl 0.9.1's start-up checks would refuse the config: ValueError: [actor]" in message
@@ -316,9 +316,9 @@ def test_an_sft_on_megatron_is_judged_by_its_engine_and_its_batch_by_the_ranks_v
     # Its composed engine has no strategy: McoreEngineConfig, which it instantiates, says megatron.
     assert facts["engines"] == {"engine": "megatron"} and "strategy" not in json.dumps(facts["values"])
     assert facts["attention"] == {"model.override_config.attn_implementation": None} and facts["flash_attn_error"]
-    assert preflight_checks.attention("sft", facts, "the head") is None  # Megatron's attention is its own
+    assert preflight.attention("sft", facts, "the head") is None  # Megatron's attention is its own
     assert facts["values"]["engine.tensor_model_parallel_size"] == 1 and facts["values"]["trainer.nnodes"] == 1
-    [line] = preflight_checks.batches("sft", facts)
+    [line] = preflight.batches("sft", facts)
     assert line.startswith("data.train_batch_size=8 does not split evenly over the 6 data-parallel rank(s) "
                            "(trainer.nnodes=1 x trainer.n_gpus_per_node=6)") and "8 % 6 != 0" in line
 
@@ -337,5 +337,5 @@ def test_a_megatron_scripts_actor_keys_on_fsdp_get_no_other_components_setting_a
     # The rollout's tensor_model_parallel_size is another component's: never offered for the actor's.
     assert stale["same_setting"] == [] and stale["component"] == "actor_rollout_ref.actor"
     assert facts["engines"] == {"actor_rollout_ref.actor": "fsdp"} and facts["startup"] == []
-    [line] = preflight_checks.batches("grpo", facts)  # 8 x 5 = 40 rows over 6 ranks
+    [line] = preflight.batches("grpo", facts)  # 8 x 5 = 40 rows over 6 ranks
     assert line.startswith("actor_rollout_ref.actor.ppo_mini_batch_size=8 x actor_rollout_ref.rollout.n=5 = 40 rows")

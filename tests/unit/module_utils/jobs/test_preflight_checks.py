@@ -2,7 +2,7 @@
 
 import types
 
-from ansible.module_utils.jobs.submission import preflight_checks as checks
+from ansible.module_utils.jobs.submission import preflight
 
 SFT_KEY = "model.override_config.attn_implementation"
 NO_FLASH = "ModuleNotFoundError: No module named 'flash_attn'"
@@ -18,14 +18,14 @@ def resources(nnodes, per_node):
 
 
 def test_flash_attention_is_fine_when_flash_attn_imports_or_sdpa_is_set():
-    assert checks.attention("sft", {"attention": {SFT_KEY: None}, "flash_attn_error": None}, "the head") is None
-    assert checks.attention("sft", {"attention": {SFT_KEY: "sdpa"}, "flash_attn_error": NO_FLASH},
+    assert preflight.attention("sft", {"attention": {SFT_KEY: None}, "flash_attn_error": None}, "the head") is None
+    assert preflight.attention("sft", {"attention": {SFT_KEY: "sdpa"}, "flash_attn_error": NO_FLASH},
                             "the head") is None
 
 
 def test_unset_or_flash_attention_without_flash_attn_names_the_override_and_the_install():
     for value in (None, "flash_attention_2"):
-        problem = checks.attention("sft", {"attention": {SFT_KEY: value}, "flash_attn_error": NO_FLASH,
+        problem = preflight.attention("sft", {"attention": {SFT_KEY: value}, "flash_attn_error": NO_FLASH,
                                                    "python": "/opt/py"}, "worker 10.0.0.11")
         assert problem.startswith("flash attention is asked by ") and "/opt/py on worker 10.0.0.11" in problem
         assert "install flash-attn into the job's Python, or add the override(s) " in problem
@@ -33,47 +33,47 @@ def test_unset_or_flash_attention_without_flash_attn_names_the_override_and_the_
 
 
 def test_a_patched_critic_loader_is_not_asked_for_flash_attention():
-    facts = {"attention": {checks._ACTOR: "sdpa", checks._CRITIC: None}, "valuehead_flash": False,
+    facts = {"attention": {preflight._ACTOR: "sdpa", preflight._CRITIC: None}, "valuehead_flash": False,
              "flash_attn_error": NO_FLASH}
-    assert checks.attention("ppo", facts, "the head") is None
+    assert preflight.attention("ppo", facts, "the head") is None
 
 
 def test_bundles_are_verls_own_shape_per_trainer():
-    assert checks.bundle("sft", GPU) == {"CPU": 10, "GPU": 1}
-    assert checks.bundle("grpo", GPU) == {"CPU": 3, "GPU": 1}
-    assert checks.bundle("sft", {**GPU, "resource": "CPU"}) == {"CPU": 1}  # a CPU platform's name overwrites
-    assert checks.bundle("sft", {}) is None
+    assert preflight.bundle("sft", GPU) == {"CPU": 10, "GPU": 1}
+    assert preflight.bundle("grpo", GPU) == {"CPU": 3, "GPU": 1}
+    assert preflight.bundle("sft", {**GPU, "resource": "CPU"}) == {"CPU": 1}  # a CPU platform's name overwrites
+    assert preflight.bundle("sft", {}) is None
 
 
 def test_enough_nodes_that_each_hold_their_bundles_pass_and_a_busy_cluster_is_not_judged():
     nodes = [node("10.0.0.11", 96, 8), node("10.0.0.12", 96, 8)]
-    assert checks.placement("sft", GPU, resources(2, 8), nodes) is None
-    assert checks.placement("sft", GPU, resources(2, 8), None) is None  # no node list: no verdict
+    assert preflight.placement("sft", GPU, resources(2, 8), nodes) is None
+    assert preflight.placement("sft", GPU, resources(2, 8), None) is None  # no node list: no verdict
 
 
 def test_too_few_cpus_for_the_gpus_names_each_node_short_and_what_the_job_asks():
     nodes = [{"node_ip": "10.0.0.10", "state": "ALIVE", "resources_total": {}},  # a 0-CPU head: not named
              node("10.0.0.11", 32, 4), node("10.0.0.12", 64, 4), node("10.0.0.13", 64, 4, state="DEAD")]
-    problem = checks.placement("sft", GPU, resources(2, 4), nodes)
+    problem = preflight.placement("sft", GPU, resources(2, 4), nodes)
     assert problem.startswith("verl's sft_trainer_ray asks 2 node(s) for 4 bundle(s) of {CPU: 10, GPU: 1}")
     assert "(40 CPU, 4 GPU a node), and 1 ALIVE node(s) can hold that: 10.0.0.11 has 32 CPU, 4 GPU:" in problem
     assert "10.0.0.10" not in problem and "10.0.0.13" not in problem and "10.0.0.12" not in problem
-    assert checks.placement("ppo", GPU, resources(2, 4), nodes) is None  # main_ppo: 3 a bundle, 12 a node
+    assert preflight.placement("ppo", GPU, resources(2, 4), nodes) is None  # main_ppo: 3 a bundle, 12 a node
 
 
 def test_only_models_fsdp_loads_through_transformers_are_asked_for_flash_attn():
     # The engine is what the section instantiates (the probe reads `strategy`, else its _target_'s default): an SFT on
     # engine=megatron has no engine.strategy in its composed config, and McoreEngineConfig says megatron.
     facts = {"attention": {SFT_KEY: None}, "flash_attn_error": NO_FLASH, "engines": {"engine": "megatron"}}
-    assert checks.attention("sft", facts, "the head") is None  # Megatron's attention is its own
+    assert preflight.attention("sft", facts, "the head") is None  # Megatron's attention is its own
     for strategy in ("fsdp", "fsdp2", None):
         facts["engines"] = {"engine": strategy}
-        assert checks.attention("sft", facts, "the head"), strategy
-    ppo = {"attention": {checks._ACTOR: "sdpa", checks._CRITIC: "sdpa"}, "valuehead_flash": True,
+        assert preflight.attention("sft", facts, "the head"), strategy
+    ppo = {"attention": {preflight._ACTOR: "sdpa", preflight._CRITIC: "sdpa"}, "valuehead_flash": True,
            "flash_attn_error": NO_FLASH, "engines": {"actor_rollout_ref.actor": "fsdp", "critic": "megatron"}}
-    assert checks.attention("ppo", ppo, "the head") is None
-    assert checks.request("ppo")["engines"] == ["actor_rollout_ref.actor", "critic"]
-    assert checks.request("sft")["engines"] == ["engine"]
+    assert preflight.attention("ppo", ppo, "the head") is None
+    assert preflight.request("ppo")["engines"] == ["actor_rollout_ref.actor", "critic"]
+    assert preflight.request("sft")["engines"] == ["engine"]
 
 
 def item(key, kind="missing", **more):
@@ -93,7 +93,7 @@ REFUSED = {"verl_version": "0.9.1", "refused": [
 
 
 def test_each_refused_override_is_one_line_saying_what_verl_has_instead():
-    lines = checks.refused(REFUSED)
+    lines = preflight.refused(REFUSED)
     assert lines[0] == ("override critic.model.fsdp_config.param_offload: not in verl 0.9.1's config, which has the "
                         "same setting at critic.fsdp.param_offload: set that instead")
     assert lines[1] == ("override trainer.use_legacy_worker_impl: not in verl 0.9.1's config, nor any setting named "
@@ -116,27 +116,27 @@ def test_each_refused_override_is_one_line_saying_what_verl_has_instead():
 
 
 def test_facts_of_another_shape_give_no_line_and_no_error():
-    assert checks.refused({}) == [] and checks.refused({"refused": "junk"}) == []
+    assert preflight.refused({}) == [] and preflight.refused({"refused": "junk"}) == []
     only = ("override a.b: not in verl's config, nor any setting named b: remove it (a + would add it whether verl "
             "reads it or not)")
-    assert checks.refused({"refused": [None, {"key": 3}, item("a.b", same_setting=5, close="a.c")]}) == [only]
-    assert checks.startup({"startup": None}) == [] and checks.startup({"startup": "a line"}) == []
-    assert checks.compose_error({"compose_error": 5}) is None
+    assert preflight.refused({"refused": [None, {"key": 3}, item("a.b", same_setting=5, close="a.c")]}) == [only]
+    assert preflight.startup({"startup": None}) == [] and preflight.startup({"startup": "a line"}) == []
+    assert preflight.compose_error({"compose_error": 5}) is None
 
 
 def test_verls_start_up_refusal_and_an_unexplained_compose_error_are_verls_words():
     facts = {"verl_version": "0.9.1", "startup": ["ValueError: [actor] both set", 3, "AssertionError: n"]}
     refuse = "verl 0.9.1's start-up checks would refuse the config: "
-    assert checks.startup(facts) == [refuse + "ValueError: [actor] both set", refuse + "AssertionError: n"]
-    assert checks.compose_error({"compose_error": "Error parsing override 'x=['"}) == (
+    assert preflight.startup(facts) == [refuse + "ValueError: [actor] both set", refuse + "AssertionError: n"]
+    assert preflight.compose_error({"compose_error": "Error parsing override 'x=['"}) == (
         "verl rejected the job's config: Error parsing override 'x=['")
 
 
 def test_one_message_names_every_problem_on_one_line():
-    assert checks.verdict("s-1", "the head", [None, None]) is None
-    assert checks.verdict("s-1", "the head", [None, "override a.b: gone"]) == (
+    assert preflight.verdict("s-1", "the head", [None, None]) is None
+    assert preflight.verdict("s-1", "the head", [None, "override a.b: gone"]) == (
         "s-1: the preflight on the head: override a.b: gone (nothing submitted)")
-    message = checks.verdict("s-1", "worker 10.0.0.11", [*checks.refused(REFUSED), None, "verl says no"])
+    message = preflight.verdict("s-1", "worker 10.0.0.11", [*preflight.refused(REFUSED), None, "verl says no"])
     assert message.startswith("s-1: the preflight on worker 10.0.0.11 found 9 problems (nothing submitted): "
                               "(1) override ")
     assert "; (9) verl says no" in message and "\n" not in message
@@ -151,28 +151,28 @@ def sft_facts(strategy="fsdp", **values):
 
 
 def test_the_labs_sft_on_6_ranks_with_a_batch_of_8_is_refused_naming_the_keys_and_values():
-    [line] = checks.batches("sft", sft_facts())
+    [line] = preflight.batches("sft", sft_facts())
     assert line.startswith("data.train_batch_size=8 does not split evenly over the 6 data-parallel rank(s) "
                            "(trainer.nnodes=1 x trainer.n_gpus_per_node=6): verl's sft_trainer_ray ")
     assert "(AssertionError: 8 % 6 != 0); make it a multiple of 6" in line and "\n" not in line
-    assert checks.batches("sft", sft_facts(**{"data.train_batch_size": 12})) == []
-    assert checks.batches("sft", sft_facts(**{"trainer.n_gpus_per_node": 4})) == []  # 8 over 4
+    assert preflight.batches("sft", sft_facts(**{"data.train_batch_size": 12})) == []
+    assert preflight.batches("sft", sft_facts(**{"trainer.n_gpus_per_node": 4})) == []  # 8 over 4
 
 
 def test_an_sft_batch_is_split_over_data_parallel_ranks_and_then_micro_batches():
     # Ulysses' sequence parallel of 2 leaves 3 data-parallel ranks of 6: 8 does not split, 12 does.
-    [line] = checks.batches("sft", sft_facts(**{"engine.ulysses_sequence_parallel_size": 2}))
+    [line] = preflight.batches("sft", sft_facts(**{"engine.ulysses_sequence_parallel_size": 2}))
     assert "over the 3 data-parallel rank(s) (trainer.nnodes=1 x trainer.n_gpus_per_node=6 over " \
            "engine.ulysses_sequence_parallel_size=2)" in line and "8 % 3 != 0" in line
     # 12 over 6 ranks is 2 a rank: micro-batches of 4 do not fit, unless verl batches by tokens (dynamic bsz).
     fixed = sft_facts(**{"data.train_batch_size": 12, "data.use_dynamic_bsz": False})
-    [line] = checks.batches("sft", fixed)
+    [line] = preflight.batches("sft", fixed)
     assert line.startswith("data.train_batch_size=12 over the 6 data-parallel rank(s) (trainer.nnodes=1 x "
                            "trainer.n_gpus_per_node=6) is 2 a rank, not a multiple of data.micro_batch_size_per_gpu=4 "
                            "(data.use_dynamic_bsz=False)")
-    assert checks.batches("sft", sft_facts(**{"data.train_batch_size": 48, "data.use_dynamic_bsz": False})) == []
+    assert preflight.batches("sft", sft_facts(**{"data.train_batch_size": 48, "data.use_dynamic_bsz": False})) == []
     # A sequence parallel that does not divide the world is said as such.
-    [line] = checks.batches("sft", sft_facts(**{"engine.ulysses_sequence_parallel_size": 4}))
+    [line] = preflight.batches("sft", sft_facts(**{"engine.ulysses_sequence_parallel_size": 4}))
     assert line.startswith("engine.ulysses_sequence_parallel_size=4 makes a model replica 4 ranks, which does not "
                            "divide the 6 ranks verl places (trainer.nnodes=1 x trainer.n_gpus_per_node=6)")
 
@@ -180,24 +180,25 @@ def test_an_sft_batch_is_split_over_data_parallel_ranks_and_then_micro_batches()
 def test_a_megatron_sft_counts_its_data_parallel_ranks_as_megatron_does():
     megatron = {"engine.tensor_model_parallel_size": 2, "engine.pipeline_model_parallel_size": 1,
                 "engine.context_parallel_size": 1, "engine.ulysses_sequence_parallel_size": None}
-    [line] = checks.batches("sft", sft_facts("megatron", **megatron))  # 6 / 2 = 3 ranks: 8 does not split
+    [line] = preflight.batches("sft", sft_facts("megatron", **megatron))  # 6 / 2 = 3 ranks: 8 does not split
     assert "3 data-parallel rank(s) (trainer.nnodes=1 x trainer.n_gpus_per_node=6 over " \
            "engine.tensor_model_parallel_size=2)" in line
-    [line] = checks.batches("sft", sft_facts("megatron", **{**megatron, "engine.pipeline_model_parallel_size": 2}))
+    [line] = preflight.batches("sft", sft_facts("megatron", **{**megatron, "engine.pipeline_model_parallel_size": 2}))
     assert line.startswith("engine.tensor_model_parallel_size=2 x engine.pipeline_model_parallel_size=2 makes a "
                            "model replica 4 ranks, which does not divide the 6 ranks")
     # Dynamic context parallel gives one data-parallel rank whatever the world: nothing to split.
-    assert checks.batches("sft", sft_facts("megatron", **{**megatron, "engine.dynamic_context_parallel": True})) == []
+    dynamic = {**megatron, "engine.dynamic_context_parallel": True}
+    assert preflight.batches("sft", sft_facts("megatron", **dynamic)) == []
 
 
 def test_what_the_rules_do_not_know_is_not_judged():
-    assert checks.batches("sft", sft_facts("veomni")) == []  # an engine of its own rules
-    assert checks.batches("sft", {**sft_facts(), "verl_version": "0.10.0"}) == []  # rules read from 0.9's code
-    assert checks.batches("sft", {**sft_facts(), "verl_version": None}) == []
-    assert checks.batches("sft", sft_facts(**{"data.train_batch_size": "${x}"})) == []
-    assert checks.batches("sft", sft_facts(**{"trainer.n_gpus_per_node": 0})) == []
-    assert checks.batches("sft", sft_facts(**{"engine.ulysses_sequence_parallel_size": True})) == []
-    assert checks.batches("sft", {"verl_version": "0.9.1"}) == [] and checks.batches("sft", {}) == []
+    assert preflight.batches("sft", sft_facts("veomni")) == []  # an engine of its own rules
+    assert preflight.batches("sft", {**sft_facts(), "verl_version": "0.10.0"}) == []  # rules read from 0.9's code
+    assert preflight.batches("sft", {**sft_facts(), "verl_version": None}) == []
+    assert preflight.batches("sft", sft_facts(**{"data.train_batch_size": "${x}"})) == []
+    assert preflight.batches("sft", sft_facts(**{"trainer.n_gpus_per_node": 0})) == []
+    assert preflight.batches("sft", sft_facts(**{"engine.ulysses_sequence_parallel_size": True})) == []
+    assert preflight.batches("sft", {"verl_version": "0.9.1"}) == [] and preflight.batches("sft", {}) == []
 
 
 def rl_facts(workload="grpo", **values):
@@ -217,24 +218,25 @@ def rl_facts(workload="grpo", **values):
 
 
 def test_rl_mini_batches_times_rollout_n_must_split_over_the_actors_and_the_critics_ranks():
-    assert checks.batches("ppo", rl_facts("ppo")) == []  # 8 x 5 = 40 rows over 4 ranks: 10 a rank, micro-batches of 2
+    # 8 x 5 = 40 rows over 4 ranks: 10 a rank, micro-batches of 2
+    assert preflight.batches("ppo", rl_facts("ppo")) == []
     six = {"trainer.n_gpus_per_node": 6}
-    actor, critic = checks.batches("ppo", rl_facts("ppo", **six))  # 40 over 6
+    actor, critic = preflight.batches("ppo", rl_facts("ppo", **six))  # 40 over 6
     assert actor.startswith("actor_rollout_ref.actor.ppo_mini_batch_size=8 x actor_rollout_ref.rollout.n=5 = 40 rows "
                             "a mini-batch, which do not split evenly over the actor's 6 data-parallel rank(s) "
                             "(trainer.nnodes=1 x trainer.n_gpus_per_node=6)")
     assert critic.startswith("critic.ppo_mini_batch_size=8 x actor_rollout_ref.rollout.n=5 = 40 rows a mini-batch")
-    assert len(checks.batches("grpo", rl_facts(**six))) == 1  # GRPO has no critic
+    assert len(preflight.batches("grpo", rl_facts(**six))) == 1  # GRPO has no critic
     # Nor has a ppo spec on another estimator (the importer keeps rloo, remax, ...), unless critic.enable says so:
     # verl 0.9.1's need_critic.
-    assert len(checks.batches("ppo", rl_facts("ppo", **six, **{"algorithm.adv_estimator": "rloo"}))) == 1
-    assert len(checks.batches("ppo", rl_facts("ppo", **six, **{"algorithm.adv_estimator": "rloo",
+    assert len(preflight.batches("ppo", rl_facts("ppo", **six, **{"algorithm.adv_estimator": "rloo"}))) == 1
+    assert len(preflight.batches("ppo", rl_facts("ppo", **six, **{"algorithm.adv_estimator": "rloo",
                                                                 "critic.enable": True}))) == 2
-    assert len(checks.batches("ppo", rl_facts("ppo", **six, **{"algorithm.adv_estimator": "gae",
+    assert len(preflight.batches("ppo", rl_facts("ppo", **six, **{"algorithm.adv_estimator": "gae",
                                                                 "critic.enable": False}))) == 1
-    assert "algorithm.adv_estimator" in checks.request("ppo")["values"]
+    assert "algorithm.adv_estimator" in preflight.request("ppo")["values"]
     # The deprecated actor-level sequence parallel wins over the engine's when > 1 (verl copies it there).
-    [line] = checks.batches("grpo", rl_facts(**{"actor_rollout_ref.actor.ulysses_sequence_parallel_size": 4,
+    [line] = preflight.batches("grpo", rl_facts(**{"actor_rollout_ref.actor.ulysses_sequence_parallel_size": 4,
                                                 "trainer.n_gpus_per_node": 8, "actor_rollout_ref.rollout.n": 1,
                                                 "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": 1,
                                                 "actor_rollout_ref.actor.ppo_mini_batch_size": 3}))
@@ -244,24 +246,24 @@ def test_rl_mini_batches_times_rollout_n_must_split_over_the_actors_and_the_crit
 
 def test_an_actors_share_of_a_mini_batch_must_hold_whole_micro_batches_unless_batched_by_tokens():
     odd = {"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": 4}  # 40 over 4 ranks is 10 a rank
-    [line] = checks.batches("grpo", rl_facts(**odd))
+    [line] = preflight.batches("grpo", rl_facts(**odd))
     assert line.endswith("is 10 a rank, not a multiple of actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4 "
                          "(actor_rollout_ref.actor.use_dynamic_bsz=False): verl's engine splits each rank's share "
                          "into micro-batches of that size once its workers are placed")
-    assert checks.batches("grpo", rl_facts(**odd, **{"actor_rollout_ref.actor.use_dynamic_bsz": True})) == []
+    assert preflight.batches("grpo", rl_facts(**odd, **{"actor_rollout_ref.actor.use_dynamic_bsz": True})) == []
 
 
 def test_rollout_replicas_and_the_sync_step_are_checked_and_only_for_verls_v1_trainer():
-    [line] = checks.batches("grpo", rl_facts(**{"actor_rollout_ref.rollout.tensor_model_parallel_size": 3}))
+    [line] = preflight.batches("grpo", rl_facts(**{"actor_rollout_ref.rollout.tensor_model_parallel_size": 3}))
     assert line.startswith("actor_rollout_ref.rollout.tensor_model_parallel_size=3 x "
                            "actor_rollout_ref.rollout.data_parallel_size=1 x "
                            "actor_rollout_ref.rollout.pipeline_model_parallel_size=1 makes a rollout replica 3 ranks, "
                            "which does not divide the 4 ranks verl places")
     sync = {"trainer.v1.trainer_mode": "separate_async", "trainer.v1.separate_async.parameter_sync_step": 3}
-    [line] = checks.batches("grpo", rl_facts(**sync))
+    [line] = preflight.batches("grpo", rl_facts(**sync))
     assert line.startswith("data.train_batch_size=8 is not a multiple of "
                            "trainer.v1.separate_async.parameter_sync_step=3: ")
     # not its mode
-    assert checks.batches("grpo", rl_facts(**{"trainer.v1.separate_async.parameter_sync_step": 3})) == []
+    assert preflight.batches("grpo", rl_facts(**{"trainer.v1.separate_async.parameter_sync_step": 3})) == []
     legacy = rl_facts(**{"trainer.use_v1": False, "trainer.n_gpus_per_node": 6})
-    assert checks.batches("grpo", legacy) == []  # main_ppo_v0: other code, not judged by these rules
+    assert preflight.batches("grpo", legacy) == []  # main_ppo_v0: other code, not judged by these rules
