@@ -33,7 +33,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 from plugin_utils import PROJECT_ROOT as ROOT
 
 from ansible.module_utils.base import ray_cluster  # isort: skip
-from ansible.module_utils.node.ray_ctl import REDIS_PASSWORD_ARG  # isort: skip
+from ansible.module_utils.node.ray_node import REDIS_PASSWORD_ARG  # isort: skip
 
 KEY = str(lab.ssh_key())
 TOKEN = str(lab.TOKEN_FILE)

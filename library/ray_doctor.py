@@ -114,15 +114,14 @@ import time
 
 from ansible.module_utils.base import conventions
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.node import code_snapshot, doctor
+from ansible.module_utils.node import code_snapshot, doctor, ray_node
 from ansible.module_utils.node import probe as node_probe
-from ansible.module_utils.node import ray_ctl as ctl
 
 
 def raylet_env():
     """The environment of this node's raylet (what Ray's workers inherit), or None when none runs."""
-    raylets = ctl.find_raylets()
-    return ctl.process_environ(raylets[0]) if raylets else None
+    raylets = ray_node.find_raylets()
+    return ray_node.process_environ(raylets[0]) if raylets else None
 
 
 def proc_hidepid():

@@ -300,8 +300,7 @@ shared_root:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.node import ray_run as ray_node_run
-from ansible.module_utils.node import shared_root_run
+from ansible.module_utils.node import ray_node, shared_root
 
 
 def main():
@@ -337,14 +336,14 @@ def main():
                                                   "port": {"type": "int", "default": 6379},
                                                   "namespace": {"type": "str", "required": True}}},
             "shared_root": {"type": "dict",
-                            "options": {**shared_root_run.OPTIONS, "mark": {"type": "str", "default": ""}},
-                            "required_if": shared_root_run.REQUIRED_IF},
+                            "options": {**shared_root.OPTIONS, "mark": {"type": "str", "default": ""}},
+                            "required_if": shared_root.REQUIRED_IF},
         },
         required_if=[("state", "started", ("role", "node_ip"))],
         required_together=[("token", "token_path")],
         supports_check_mode=True,
     )
-    ray_node_run.run(module)
+    ray_node.run(module)
 
 
 if __name__ == "__main__":

@@ -88,13 +88,13 @@ actions:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.node import shared_root_run
+from ansible.module_utils.node import shared_root
 
 
 def main():
-    module = AnsibleModule(argument_spec=shared_root_run.OPTIONS, required_if=shared_root_run.REQUIRED_IF,
+    module = AnsibleModule(argument_spec=shared_root.OPTIONS, required_if=shared_root.REQUIRED_IF,
                            supports_check_mode=True)
-    module.exit_json(**shared_root_run.run(module, module.params))
+    module.exit_json(**shared_root.run(module, module.params))
 
 
 if __name__ == "__main__":

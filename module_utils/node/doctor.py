@@ -5,7 +5,7 @@ snapshot digests, GPUs, the shared root, the clock, the interface to the head, p
 puts every node's facts side by side and names each node, check and fix that is wrong. Pure: unit tested.
 """
 
-from ansible.module_utils.node.ray_ctl import SOCKET_VARS
+from ansible.module_utils.node.ray_node import SOCKET_VARS
 
 # The raylet environment variables the doctor reads (only these leave the node: the rest may hold secrets).
 STORE_VARS = ("RAY_REDIS_ADDRESS", "RAY_external_storage_namespace", "RAY_gcs_rpc_server_reconnect_timeout_s")

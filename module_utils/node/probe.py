@@ -209,7 +209,7 @@ def gpu_count(run_command, wanted):
 
 
 def ray_first_path(python, path):
-    """A PATH with the Ray Python's folder first: the one ray_node_ctl.run_env gives `ray start`, so Ray's processes
+    """A PATH with the Ray Python's folder first: the one ray_node.run_env gives `ray start`, so Ray's processes
     (its dashboard agent, jobs' entrypoints) find that Python's scripts before the system's."""
     return os.path.dirname(python) + os.pathsep + (path or "/usr/bin:/bin")
 

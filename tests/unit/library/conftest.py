@@ -3,7 +3,7 @@ test_ray_node_store.py). test_shared_root_module.py fakes a host of its own, und
 
 import pytest
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.node import ray_ctl as ctl
+from ansible.module_utils.node import ray_node
 from ray_node_helpers import PYTHON, Host
 
 
@@ -11,10 +11,10 @@ from ray_node_helpers import PYTHON, Host
 def host(monkeypatch):
     fake = Host()
     monkeypatch.setattr(AnsibleModule, "run_command", lambda module, args, **kw: fake.run_command(args, **kw))
-    monkeypatch.setattr(ctl, "find_raylets", lambda: list(fake.raylets))
-    monkeypatch.setattr(ctl, "find_gcs_servers", lambda: [] if fake.gcs_died else list(fake.raylets))
-    monkeypatch.setattr(ctl, "find_job_drivers", lambda: list(fake.drivers))
-    monkeypatch.setattr(ctl, "kill_pids", fake.kill_pids)
+    monkeypatch.setattr(ray_node, "find_raylets", lambda: list(fake.raylets))
+    monkeypatch.setattr(ray_node, "find_gcs_servers", lambda: [] if fake.gcs_died else list(fake.raylets))
+    monkeypatch.setattr(ray_node, "find_job_drivers", lambda: list(fake.drivers))
+    monkeypatch.setattr(ray_node, "kill_pids", fake.kill_pids)
     return fake
 
 

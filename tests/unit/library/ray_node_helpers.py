@@ -13,7 +13,7 @@ VERSION_PROBE = [PYTHON, "-c", "import importlib.metadata as m; print(m.version(
 
 
 class Host:
-    """The processes of one host, as ray_node sees them through ray_node_ctl and run_command."""
+    """The processes of one host, as ray_node sees them through module_utils/node/ray_node.py and run_command."""
 
     def __init__(self):
         self.raylets, self.drivers, self.killed = [], [], []

@@ -6,7 +6,7 @@ import json
 import pytest
 import ray_doctor
 from ansible.module_utils.node import probe as node_probe
-from ansible.module_utils.node import ray_ctl as ctl
+from ansible.module_utils.node import ray_node
 from ansible.module_utils.testing import patch_module_args
 
 VERSIONS = {"python": "3.12.3", "packages": {"ray": "2.60.0"}}
@@ -26,7 +26,7 @@ def bare_host(tmp_path, monkeypatch):
     monkeypatch.setattr(node_probe, "IP_DIRS", (str(tmp_path / "sbin"),))
     monkeypatch.setattr(node_probe, "NVIDIA_SMI_DIRS", (str(tmp_path / "nvidia" / "bin"),))
     monkeypatch.setattr(node_probe, "NVML_LIBRARY", "libnvidia-ml-absent-for-tests.so.1")
-    monkeypatch.setattr(ctl, "find_raylets", list)  # a lab's raylet on this machine is none of ours
+    monkeypatch.setattr(ray_node, "find_raylets", list)  # a lab's raylet on this machine is none of ours
     python = script(tmp_path / "image" / "bin" / "python", f"echo '{json.dumps(VERSIONS)}'")
     (tmp_path / "private").mkdir()
     return tmp_path, {"python": python, "shared_root": str(tmp_path / "private"), "head_ip": "127.0.0.2",

@@ -4,8 +4,7 @@ import json
 import os
 
 import pytest
-from ansible.module_utils.node import ray_ctl as ctl
-from ansible.module_utils.node import ray_run as ray_node_run
+from ansible.module_utils.node import ray_node
 from ray_node_helpers import PYTHON, RAY, VERSION_PROBE, read_state, read_text, run
 
 
@@ -30,7 +29,7 @@ def test_start_runs_ray_start_and_records_the_state(host, head, capsys):
     assert env["RAY_AUTH_MODE"] == "token" and env["PATH"].startswith("/opt/ray/bin" + os.pathsep)
     state = read_state(head)
     assert state["argv"] == argv and state["env"] == {"RAY_AUTH_MODE": "token"} and state["ray_version"] == "2.60.0"
-    assert state["fingerprint"] == ctl.fingerprint(argv, state["env"], "2.60.0")
+    assert state["fingerprint"] == ray_node.fingerprint(argv, state["env"], "2.60.0")
 
 
 def test_healthy_node_is_left_alone(host, head, capsys):
@@ -77,7 +76,7 @@ def jobs(monkeypatch):
             raise answer["busy"]
         return answer["busy"]
 
-    monkeypatch.setattr(ctl, "jobs_in_the_way", jobs_in_the_way)
+    monkeypatch.setattr(ray_node, "jobs_in_the_way", jobs_in_the_way)
     return answer, asked
 
 
@@ -140,15 +139,15 @@ def test_another_ray_version_fails_naming_both(host, head, capsys):
 
 
 def test_under_the_nodes_own_python_the_version_is_read_without_starting_another(host, head, capsys, monkeypatch):
-    monkeypatch.setattr(ray_node_run.sys, "executable", PYTHON)  # as when ray_python is the interpreter
-    monkeypatch.setattr(ray_node_run.importlib.metadata, "version", lambda name: {"ray": "2.59.0"}[name])
+    monkeypatch.setattr(ray_node.sys, "executable", PYTHON)  # as when ray_python is the interpreter
+    monkeypatch.setattr(ray_node.importlib.metadata, "version", lambda name: {"ray": "2.59.0"}[name])
     code, out = run(capsys, {**head, "ray_version": "2.60.0"})
     assert code == 1 and out["msg"] == f"{PYTHON} has Ray 2.59.0, this cluster wants 2.60.0"
     assert host.commands == []
 
     def missing(name):
-        raise ray_node_run.importlib.metadata.PackageNotFoundError(name)
-    monkeypatch.setattr(ray_node_run.importlib.metadata, "version", missing)
+        raise ray_node.importlib.metadata.PackageNotFoundError(name)
+    monkeypatch.setattr(ray_node.importlib.metadata, "version", missing)
     code, out = run(capsys, head)
     assert code == 1 and out["msg"] == f"{PYTHON} has no Ray: no package metadata for ray"
 
@@ -189,7 +188,7 @@ def test_legacy_ray_is_replaced_with_cleanup_and_its_sessions_removed(host, head
     temp_dir = tmp_path / "ray"
     (temp_dir / "session_2024-01-01_00-00-00_1").mkdir(parents=True)
     (temp_dir / "keep").mkdir()
-    monkeypatch.setattr(ctl, "RAY_TMP", str(temp_dir))
+    monkeypatch.setattr(ray_node, "RAY_TMP", str(temp_dir))
     host.raylets = [99]
     jobs[0]["busy"] = []
     code, out = run(capsys, {**head, "cleanup_legacy": True, "dashboard_url": "http://10.0.0.10:8265"})
@@ -260,17 +259,17 @@ def worker(head):
 
 def test_a_worker_whose_start_timed_out_starts_again_once_the_head_answers(host, head, capsys, monkeypatch):
     waited = []
-    monkeypatch.setattr(ctl, "wait_for_port", lambda *a: waited.append(a) or True)
+    monkeypatch.setattr(ray_node, "wait_for_port", lambda *a: waited.append(a) or True)
     host.start = [(1, "", TRACEBACK), (0, "Ray runtime started.", "")]
     code, out = run(capsys, worker(head))
     assert code == 0 and out["retried"] and out["action"] == "start", out
-    assert waited == [("10.0.0.10", 6379, ray_node_run.RETRY_WAIT_S)]
+    assert waited == [("10.0.0.10", 6379, ray_node.RETRY_WAIT_S)]
     assert [c[1] for c in host.commands[1:]] == ["start", "stop", "start"]
     assert os.path.exists(head["state_file"])
 
 
 def test_a_start_that_times_out_twice_is_one_line_naming_the_node(host, head, capsys, monkeypatch):
-    monkeypatch.setattr(ctl, "wait_for_port", lambda *a: True)
+    monkeypatch.setattr(ray_node, "wait_for_port", lambda *a: True)
     host.start = [(1, "", TRACEBACK), (1, "", TRACEBACK)]
     code, out = run(capsys, worker(head))
     assert code == 1 and "\n" not in out["msg"] and "Traceback" not in out["msg"], out
@@ -279,7 +278,7 @@ def test_a_start_that_times_out_twice_is_one_line_naming_the_node(host, head, ca
 
 
 def test_a_timed_out_start_whose_head_never_answers_says_so(host, head, capsys, monkeypatch):
-    monkeypatch.setattr(ctl, "wait_for_port", lambda *a: False)
+    monkeypatch.setattr(ray_node, "wait_for_port", lambda *a: False)
     host.start = [(1, "", TRACEBACK)]
     code, out = run(capsys, worker(head))
     assert code == 1 and "the head's GCS 10.0.0.10:6379 did not answer for 120s" in out["msg"], out
@@ -287,18 +286,18 @@ def test_a_timed_out_start_whose_head_never_answers_says_so(host, head, capsys, 
 
 
 def test_a_head_whose_start_timed_out_is_not_retried(host, head, capsys, monkeypatch):
-    monkeypatch.setattr(ctl, "wait_for_port", lambda *a: pytest.fail("a head waits for no head"))
+    monkeypatch.setattr(ray_node, "wait_for_port", lambda *a: pytest.fail("a head waits for no head"))
     host.start = [(1, "", TRACEBACK)]
     code, out = run(capsys, head)
     assert code == 1 and out["msg"].startswith("ray start failed on 10.0.0.10 (rc=1): the new raylet"), out
 
 
 def test_start_failure_finds_the_cause_never_the_traceback():
-    assert ctl.start_failure("a\nRuntimeError: no GCS at 1.2.3.4:6379\n  more\n") == \
+    assert ray_node.start_failure("a\nRuntimeError: no GCS at 1.2.3.4:6379\n  more\n") == \
         ("no GCS at 1.2.3.4:6379", False)
-    assert ctl.start_failure("just words\n") == ("just words", False)
-    assert ctl.start_failure("") == ("no output", False)
-    assert ctl.start_failure(TRACEBACK)[1] is True
+    assert ray_node.start_failure("just words\n") == ("just words", False)
+    assert ray_node.start_failure("") == ("no output", False)
+    assert ray_node.start_failure(TRACEBACK)[1] is True
 
 
 def test_python_without_ray_fails_before_anything_runs(host, head, capsys):

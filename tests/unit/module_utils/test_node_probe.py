@@ -240,4 +240,4 @@ def test_gpus_are_counted_in_one_place():
                     others.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert not others, others
     assert "node_probe.count_gpus(" in (ROOT / "library" / "ray_doctor.py").read_text()
-    assert "node_probe.gpu_count(" in (ROOT / "module_utils" / "node" / "ray_run.py").read_text()
+    assert "node_probe.gpu_count(" in (ROOT / "module_utils" / "node" / "ray_node.py").read_text()
