@@ -98,7 +98,6 @@ report_dir:
 """
 
 import os
-import stat
 
 from ansible.module_utils.acceptance import judgement, report
 from ansible.module_utils.base import conventions
@@ -142,16 +141,8 @@ def report_dir(shared_root, run_id, create):
     run_dir = os.path.join(top, run_id)
     if not create:
         return run_dir
-    for path in (top, run_dir):
-        try:
-            os.mkdir(path, 0o755)
-        except FileExistsError:
-            pass
-        info = os.lstat(path)
-        if not stat.S_ISDIR(info.st_mode):
-            raise ValueError(f"{path}: is not a directory (a symlink is never followed)")
-        if info.st_uid not in (0, os.geteuid()):
-            raise ValueError(f"{path}: is owned by uid {info.st_uid}, not by root: refused")
+    for path, what in ((top, "the acceptance reports' folder"), (run_dir, "the run's report folder")):
+        jf.make_folder(path, what)
     return run_dir
 
 

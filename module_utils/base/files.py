@@ -384,3 +384,28 @@ def open_parent(path, base):
     """(descriptor of path's directory, its last name): reached below base as every file of the share is (no
     directory through a symlink); the caller closes it."""
     return _open_parent(path, base)
+
+
+def make_folder(path, what, mode=0o755, owned=True):
+    """The folder at path (a share's folder of the project's: the cordons, the open records' index, the kept verdicts,
+    an acceptance report's; a daemon's folder on a node), made with exactly `mode` whatever the umask when missing.
+    Whatever else is there is refused (UnsafeFile naming `what`): a symlink, a file, and, when owned, a folder owned
+    by anyone but root or the caller, who could remove or plant what is kept in it. True when this call made it."""
+    try:
+        os.mkdir(path, mode)
+        made = True
+    except FileExistsError:
+        made = False
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode):
+        found = "a file" if stat.S_ISREG(info.st_mode) else kind(info.st_mode)
+        raise UnsafeFile(f"{path}: is {found}, not {what} (a symlink is never followed)")
+    if owned and info.st_uid not in (0, os.geteuid()):
+        raise UnsafeFile(f"{path}: is owned by uid {info.st_uid}, not by root: refused as {what}")
+    if made and stat.S_IMODE(info.st_mode) != mode:  # the umask took bits off
+        fd = os.open(path, _DIR_FLAGS)
+        try:
+            os.fchmod(fd, mode)
+        finally:
+            os.close(fd)
+    return made

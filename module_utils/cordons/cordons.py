@@ -19,7 +19,6 @@ import contextlib
 import errno
 import ipaddress
 import os
-import stat
 import sys
 import time
 
@@ -95,14 +94,7 @@ def check(value, where):
 
 def _ensure_folder(shared_root):
     """The cordons folder, made 0755 when missing; UnsafeFile when it is anything but a directory (a symlink)."""
-    where = folder(shared_root)
-    try:
-        os.mkdir(where, 0o755)
-    except FileExistsError:
-        pass
-    info = os.lstat(where)
-    if not stat.S_ISDIR(info.st_mode):
-        raise files.UnsafeFile(f"{where}: is {files.kind(info.st_mode)}, not the cordons folder")
+    files.make_folder(folder(shared_root), "the cordons folder")
 
 
 def add(shared_root, entry):

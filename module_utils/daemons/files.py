@@ -8,6 +8,8 @@ import pwd
 import stat
 import tempfile
 
+from ansible.module_utils.base.files import UnsafeFile, make_folder
+
 # Folders of the system itself: never opened for a daemon's user (a path through one of them that the user cannot
 # enter is an error naming it). A folder below them that blocks the user, owned by root, is the project's or the
 # site's own (/etc/ray-verl): it gets search permission for others, never read.
@@ -49,8 +51,10 @@ def makedirs(path):
         missing.append(path)
         path = os.path.dirname(path)
     for folder in reversed(missing):
-        os.mkdir(folder, 0o755)
-        os.chmod(folder, 0o755)
+        try:
+            make_folder(folder, "a folder of the daemon's")
+        except UnsafeFile as exc:
+            raise DaemonError(str(exc)) from None
 
 
 def directory(entry, check):

@@ -14,7 +14,6 @@ from the jobs folder without following one), and only names that are job ids cou
 
 import errno
 import os
-import stat
 
 from ansible.module_utils.base import conventions, files
 
@@ -66,13 +65,7 @@ def listed(jobs, index=INDEX):
 
 def _ensure(jobs, index=INDEX):
     """The index folder, made if missing; one that is not a folder (a symlink, a file) is refused."""
-    path = os.path.join(jobs, index)
-    try:
-        os.mkdir(path, 0o755)
-    except FileExistsError:
-        mode = os.lstat(path).st_mode
-        if not stat.S_ISDIR(mode):
-            raise files.UnsafeFile(f"{path}: is {files.kind(mode)}, not the open records' index folder") from None
+    files.make_folder(os.path.join(jobs, index), "the open records' index folder")
 
 
 def _unlink(jobs, name, index=INDEX):

@@ -235,12 +235,7 @@ class Kept:
             os.close(fd)
 
     def _ensure(self):
-        try:
-            os.mkdir(self.folder, 0o755)
-        except FileExistsError:
-            mode = os.lstat(self.folder).st_mode
-            if not stat.S_ISDIR(mode):
-                raise files.UnsafeFile(f"{self.folder}: is {files.kind(mode)}, not the kept verdicts' folder") from None
+        files.make_folder(self.folder, "the kept verdicts' folder")
 
     def _open_folder(self):
         return os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)

@@ -154,5 +154,5 @@ def test_an_acceptance_folder_that_is_a_symlink_is_refused(tmp_path, capsys):
     os.mkdir(tmp_path / "other")
     os.symlink(tmp_path / "other", tmp_path / "acceptance")
     code, out = run(capsys, root)
-    assert code == 1 and "is not a directory (a symlink is never followed)" in out["msg"] and out["table"]
+    assert code == 1 and "is a symlink, not the acceptance reports' folder" in out["msg"] and out["table"]
     assert os.listdir(tmp_path / "other") == []

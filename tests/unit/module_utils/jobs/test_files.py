@@ -2,6 +2,7 @@
 class 3): no symlink followed, a FIFO never blocks, regular files only, a cap on what is read, ASCII numbers."""
 
 import os
+import stat
 
 import pytest
 from ansible.module_utils.base import files
@@ -100,3 +101,35 @@ def test_read_from_never_follows_a_symlink_nor_blocks_on_a_fifo(tmp_path):
     os.mkfifo(fifo)
     result = within(5, lambda: files.read_from(fifo, 0), fifo)
     assert isinstance(result.get("error"), files.UnsafeFile) and "is a FIFO" in str(result["error"])
+
+
+def test_make_folder_makes_the_mode_asked_whatever_the_umask_and_takes_its_own_again(tmp_path):
+    where = tmp_path / "cordons"
+    old = os.umask(0o077)
+    try:
+        assert files.make_folder(str(where), "the cordons folder", mode=0o755) is True
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.lstat(where).st_mode) == 0o755
+    assert files.make_folder(str(where), "the cordons folder") is False  # already there: taken as it is
+
+
+
+def test_make_folder_refuses_a_symlink_a_file_and_a_stranger_s_folder(tmp_path, monkeypatch):
+    os.mkdir(tmp_path / "elsewhere")
+    os.symlink(tmp_path / "elsewhere", tmp_path / "link")
+    with pytest.raises(files.UnsafeFile, match=r"link: is a symlink, not the kept verdicts' folder"):
+        files.make_folder(str(tmp_path / "link"), "the kept verdicts' folder")
+    (tmp_path / "plain").write_text("x")
+    with pytest.raises(files.UnsafeFile, match=r"plain: is a file, not the index"):
+        files.make_folder(str(tmp_path / "plain"), "the index")
+    os.mkdir(tmp_path / "theirs")
+    if os.geteuid() == 0:
+        os.chown(tmp_path / "theirs", 4242, -1)
+    else:  # the folder is ours: the caller is made someone else
+        monkeypatch.setattr(files.os, "geteuid", lambda: os.getuid() + 1)
+    owner = os.lstat(tmp_path / "theirs").st_uid
+    with pytest.raises(files.UnsafeFile, match=rf"theirs: is owned by uid {owner}, not by root: refused as a report"):
+        files.make_folder(str(tmp_path / "theirs"), "a report")
+    assert files.make_folder(str(tmp_path / "theirs"), "a daemon's folder", owned=False) is False
+    assert os.listdir(tmp_path / "elsewhere") == []
