@@ -100,8 +100,7 @@ report_dir:
 import os
 
 from ansible.module_utils.acceptance import judgement, report
-from ansible.module_utils.base import conventions
-from ansible.module_utils.base import files as jf
+from ansible.module_utils.base import conventions, files
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.jobs.record import record as jr
 
@@ -109,15 +108,15 @@ RESULT_CAP = 4 << 20
 
 
 def read_result(shared_root, measure_id, worker_ips):
-    """(the parsed result or None, why there is none). Read as every job file is (jf.read_small: at most RESULT_CAP
-    bytes, no symlink followed from the record down, regular files only; jf.loads_bounded), and only the inventory's
+    """(the parsed result or None, why there is none). Read as every job file is (files.read_small: at most RESULT_CAP
+    bytes, no symlink followed from the record down, regular files only; files.loads_bounded), and only the inventory's
     workers (worker_ips) kept."""
     path = judgement.result_path(shared_root, measure_id)
     try:
-        raw = jf.read_small(path, RESULT_CAP, base=conventions.job_dir(shared_root, measure_id))
+        raw = files.read_small(path, RESULT_CAP, base=conventions.job_dir(shared_root, measure_id))
         if raw is None:
             return None, "it left no result"
-        return judgement.parse_result(jf.loads_bounded(raw.decode("utf-8")), worker_ips), None
+        return judgement.parse_result(files.loads_bounded(raw.decode("utf-8")), worker_ips), None
     except judgement.AcceptanceError as exc:
         return None, f"its result is malformed: {exc}"
     except (OSError, ValueError, RecursionError) as exc:  # RecordError, UnsafeFile and JSON errors are ValueErrors
@@ -142,7 +141,7 @@ def report_dir(shared_root, run_id, create):
     if not create:
         return run_dir
     for path, what in ((top, "the acceptance reports' folder"), (run_dir, "the run's report folder")):
-        jf.make_folder(path, what)
+        files.make_folder(path, what)
     return run_dir
 
 
@@ -184,10 +183,10 @@ def main():
         if not module.check_mode:
             base = p["shared_root"]
             jobs = {"measure": measure, "sft": sft}
-            jf.write_json(os.path.join(run_dir, "result.json"),
+            files.write_json(os.path.join(run_dir, "result.json"),
                           report.record(verdict, p["run_id"], result, jobs), base=base)
-            jf.write_atomic(os.path.join(run_dir, "table.txt"), ("\n".join(lines) + "\n").encode("utf-8"), base=base)
-            jf.write_atomic(os.path.join(run_dir, "junit.xml"),
+            files.write_atomic(os.path.join(run_dir, "table.txt"), ("\n".join(lines) + "\n").encode("utf-8"), base=base)
+            files.write_atomic(os.path.join(run_dir, "junit.xml"),
                             report.junit(verdict, p["run_id"]).encode("utf-8"), base=base)
     except (OSError, ValueError) as exc:
         module.fail_json(msg=f"acceptance report {p['run_id']}: {conventions.one_line(exc, 300)}", table=lines)

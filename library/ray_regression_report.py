@@ -104,13 +104,13 @@ failed_gates:
 import os
 
 from ansible.module_utils.base import conventions
-from ansible.module_utils.base import files as jf
+from ansible.module_utils.base.files import RecordError, read_text
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.jobs.record import record as jr
-from ansible.module_utils.jobs.record.status import JobStatus
+from ansible.module_utils.jobs.record.status import StatusFile
 from ansible.module_utils.regression import gates as rg
 from ansible.module_utils.regression import report as rr
-from ansible.module_utils.verl import metrics as vm
+from ansible.module_utils.verl.metrics import read_metrics
 
 # The report shows a log's last rr.LOG_TAIL_LINES lines: this many bytes hold them, however long the lines.
 LOG_TAIL_BYTES = 256 * 1024
@@ -157,14 +157,14 @@ def main():
         if status is not None and status.rebuilt and not status.message:
             status.message = status.rebuilt  # an untrusted record says why it is UNKNOWN
         if status is None and entry["name"] in p["errors"]:
-            status = JobStatus(sid, state="FAILED", reason="NOT_SUBMITTED", message=str(p["errors"][entry["name"]]))
+            status = StatusFile(sid, state="FAILED", reason="NOT_SUBMITTED", message=str(p["errors"][entry["name"]]))
         try:
             # Only its last lines go in the report: its tail, never the whole of a multi-day run's log, never through
-            # a link, never blocking on a FIFO (jobs.files.read_text).
-            log = jf.read_text(files["driver_log"], limit=LOG_TAIL_BYTES, tail=True, base=record) or ""
-        except (OSError, jf.RecordError):  # a link, a FIFO: the entry has no log to show
+            # a link, never blocking on a FIFO (base/files.py's read_text).
+            log = read_text(files["driver_log"], limit=LOG_TAIL_BYTES, tail=True, base=record) or ""
+        except (OSError, RecordError):  # a link, a FIFO: the entry has no log to show
             log = ""
-        metrics = vm.read_metrics(files["metrics"])
+        metrics = read_metrics(files["metrics"])
         results.append(rr.entry_result(entry["name"], entry["spec"], sid, status.to_dict() if status else None, log,
                                        record, metrics=metrics, gates=gates[entry["name"]],
                                        tensorboard=conventions.tensorboard_link(p["tensorboard_url"], sid)))

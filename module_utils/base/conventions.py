@@ -190,7 +190,7 @@ def record_paths(output_dir):
         "submit_out": join(output_dir, "logs", "ray_job_submit.out"),
         "driver_log": join(output_dir, "logs", "driver.log"),
         "checkpoints": join(output_dir, "checkpoints"),
-        # verl's own loggers write these (jobspec_render sets VERL_FILE_LOGGER_PATH and TENSORBOARD_DIR to them);
+        # verl's own loggers write these (jobspec/render.py sets VERL_FILE_LOGGER_PATH and TENSORBOARD_DIR to them);
         # logs/metrics.state.json is how much of metrics.jsonl a follower has read (jobs/evidence/progress.py).
         "metrics": join(output_dir, METRICS_FILE),
         "tensorboard": join(output_dir, "tensorboard"),

@@ -6,7 +6,7 @@ import posixpath
 
 from ansible.module_utils.base import conventions
 from ansible.module_utils.jobs.evidence import goodput
-from ansible.module_utils.jobs.record.status import JobStatus, RecordError
+from ansible.module_utils.jobs.record.status import RecordError, StatusFile
 
 
 def _shared_root(record_dir, sid):
@@ -23,7 +23,7 @@ def entry_chain(status, record_dir):
     if not isinstance(status, dict):
         return None
     try:
-        own = JobStatus.from_dict(status)
+        own = StatusFile.from_dict(status)
     except (RecordError, RecursionError):
         # The library reads it through the model (an untrusted one is rebuilt as UNKNOWN and the report says why): a
         # dict the model refuses is no record's, and has no chain.

@@ -9,11 +9,11 @@ A suite entry (suites/<name>.yaml) may list gates:
       - {metric: step_time_s, at: max, max: 120}            # no step slower than 2 minutes
       - {metric: reward, at: first, golden: 0.0775, tolerance: 0.5}   # within 50 % of an earlier passing run
 
-`metric` is a metrics.jsonl name (verl_metrics.SUMMARY_KEYS: loss, reward, kl, ...; `step` is the step number)
+`metric` is a metrics.jsonl name (verl.metrics.SUMMARY_KEYS: loss, reward, kl, ...; `step` is the step number)
 or any key verl printed (critic/score/max). `at` reduces the per-step values to one: first, last (default),
 min, max, mean or change (last - first). `min`/`max` bound it; `golden` with `tolerance` (a fraction of
 |golden|, default 0.1) or `abs_tolerance` compares it with a known value. A metric with no value fails its gate.
-The report reduces a metric over every row of its file as it streams it (verl_metrics.read_metrics' stats), so a
+The report reduces a metric over every row of its file as it streams it (verl.metrics.read_metrics' stats), so a
 gate holds over the whole run while the rows kept are a sample; rows alone (a test, a small file) reduce the same.
 
 Standard library and base.files only: imported by the report module (ansible.module_utils.regression.gates), the
@@ -27,7 +27,7 @@ from ansible.module_utils.base import files
 REDUCERS = ("first", "last", "min", "max", "mean", "change")
 _KEYS = {"metric", "at", "min", "max", "golden", "tolerance", "abs_tolerance"}
 DEFAULT_TOLERANCE = 0.1
-# A metric name as verl prints one (verl_metrics' key pattern: critic/score/max, val-core/x/reward/mean@1): one line,
+# A metric name as verl prints one (verl.metrics' key pattern: critic/score/max, val-core/x/reward/mean@1): one line,
 # no markup characters, so it is safe in every report (summary.md, junit.xml) it is named in.
 METRIC_RULE = (r"^(?!\d)[\w/().@-]{1,200}$",
                "a metric name as verl prints it (letters, digits and _/().@-, at most 200)")
@@ -98,7 +98,7 @@ def reduce_values(values, at):
 
 
 def reduce_stat(stat, at):
-    """One number from what read_metrics kept of a metric over every row (verl_metrics.new_stat's form), or None."""
+    """One number from what read_metrics kept of a metric over every row (verl.metrics.new_stat's form), or None."""
     if not isinstance(stat, dict) or not stat.get("count"):
         return None
     if at == "mean":
@@ -135,7 +135,7 @@ def describe(gate):
 
 def evaluate(gate, rows, stats=None):
     """{gate, metric, at, value, ok, message} for one checked gate against a job's metric rows, or, given, the stats
-    read_metrics kept over every row ({name: verl_metrics.new_stat's form})."""
+    read_metrics kept over every row ({name: verl.metrics.new_stat's form})."""
     if stats is not None:
         value = reduce_stat(stats.get(gate["metric"]), gate["at"])
     else:

@@ -8,7 +8,7 @@ summary.md (for a person). The runner's lock and retention are the control host'
 
 Times (started_at, ended_at) are epoch milliseconds, like the job records. A number read from a record or an
 earlier report.json is taken within base/files.py's bounds (a 400-digit integer is no number here, never an
-OverflowError), and a job's metrics come from verl_metrics.read_metrics, bounded in memory whatever their length.
+OverflowError), and a job's metrics come from verl.metrics.read_metrics, bounded in memory whatever their length.
 """
 
 import json
@@ -25,7 +25,7 @@ from ansible.module_utils.jobs.record.status import MISSING, STATES
 from ansible.module_utils.regression import chain as regression_chain
 from ansible.module_utils.regression import gates as regression_gates
 from ansible.module_utils.regression import svg_charts
-from ansible.module_utils.verl import metrics as verl_metrics
+from ansible.module_utils.verl.metrics import series
 
 LOG_TAIL_LINES = 40
 MESSAGE_WIDTH = 200
@@ -54,7 +54,7 @@ def entry_result(entry_name, spec, submission_id, status, log_tail, record_dir, 
                  tensorboard=None, metrics=None):
     """One suite entry's result from its job's status.json (None if the job left none).
 
-    metrics: what verl_metrics.read_metrics read of the job's metrics.jsonl (its rows, and its stats over every row,
+    metrics: what verl.metrics.read_metrics read of the job's metrics.jsonl (its rows, and its stats over every row,
     which the gates and the trend's values reduce); else metric_rows, per-step rows (read_jsonl's form). gates: the
     entry's checked gates, evaluated against them: the entry passes when its job succeeded and every gate holds.
     tensorboard: the URL of its run in the cluster's TensorBoard, if there is one.
@@ -75,7 +75,7 @@ def entry_result(entry_name, spec, submission_id, status, log_tail, record_dir, 
         # Its curves: the run in the cluster's TensorBoard (verl's tensorboard logger wrote it beside metrics.jsonl).
         "tensorboard": tensorboard if rows else None,
         "metrics": {label: regression_gates.reduce_stat(stats.get(name), at) if stats is not None
-                    else regression_gates.reduce_values([v for _, v in verl_metrics.series(rows, name)], at)
+                    else regression_gates.reduce_values([v for _, v in series(rows, name)], at)
                     for label, name, at in TREND_METRICS},
         # What reading metrics.jsonl left out (lines that are no row, numbers out of range, rows thinned), or None.
         "metrics_note": (metrics or {}).get("note"),

@@ -1,7 +1,7 @@
 """verl's per-step metrics: read from its own file logger, and (for a job that is not verl) from its console.
 
 A verl job (workload sft, ppo or grpo) runs with verl's `file` logger writing the record's metrics.jsonl
-(VERL_FILE_LOGGER_PATH, set by jobspec_render): one JSON object a step, {"step": N, "data": {key: value}}, every
+(VERL_FILE_LOGGER_PATH, set by jobspec/render.py): one JSON object a step, {"step": N, "data": {key: value}}, every
 key verl logged with its exact value. read_metrics turns that file into one row a step: the values (`metrics`) plus
 the few that people compare across workloads under one name each (SUMMARY_KEYS): SFT's train/loss and PPO's
 actor/pg_loss are both `loss`, and so on. The regression report, its gates and trend, and a job's progress

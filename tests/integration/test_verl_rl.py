@@ -16,7 +16,7 @@ import browser
 import pytest
 from conftest import HEAD, IPS, RECORDS, ROOT, WORKER1, WORKER2, playbook, ssh
 
-from ansible.module_utils.verl import metrics as vm  # isort: skip  (the tests' shim: tests/conftest.py)
+from ansible.module_utils.verl import metrics  # isort: skip  (the tests' shim: tests/conftest.py)
 
 REPORTS = os.path.join(ROOT, ".lab", "private", "regression")
 RUNNER = [os.path.join(ROOT, ".venv", "bin", "python"), os.path.join(ROOT, "scripts", "regression.py")]
@@ -40,7 +40,7 @@ def status(sid):
     return json.loads(read(record(sid, "status.json")))
 
 
-def metrics(sid):
+def metrics_rows(sid):
     """verl's file logger's lines: {"step": N, "data": {key: value}}."""
     return [json.loads(line) for line in read(record(sid, "metrics.jsonl")).splitlines()]
 
@@ -49,7 +49,7 @@ def console_values(sid):
     """{step: {key: value}} of the driver log's console step lines, as verl printed them (no rounding asked)."""
     steps = {}
     for line in read(record(sid, "logs", "driver.log")).splitlines():
-        parsed = vm.parse_line(line)
+        parsed = metrics.parse_line(line)
         if parsed:
             steps.setdefault(parsed[0], {}).update(parsed[1])
     return steps
@@ -92,10 +92,10 @@ def test_lab_suite_trains_grpo_and_ppo_to_checkpoints_with_metrics_and_gates(tmp
         assert os.path.isdir(os.path.join(step2, "actor", "huggingface"))
         assert os.path.isdir(os.path.join(step2, "critic")) == (name == "ppo")
         assert read(record(sid, "checkpoints", "latest_checkpointed_iteration.txt")).strip() == "2"
-        rows = metrics(sid)
+        rows = metrics_rows(sid)
         assert [r["step"] for r in rows] == [1, 2]
-        assert all(wanted <= set(vm.summarize(r["data"])) for r in rows), rows
-        assert all(0 <= vm.summarize(r["data"])["reward"] <= 1 for r in rows), rows
+        assert all(wanted <= set(metrics.summarize(r["data"])) for r in rows), rows
+        assert all(0 <= metrics.summarize(r["data"])["reward"] <= 1 for r in rows), rows
         # The same values verl logged: what its console printed of them, exactly, and TensorBoard's (float32).
         console, board = console_values(sid), tensorboard_scalars(sid)
         for row in rows:
@@ -130,7 +130,7 @@ def test_grpo_resumes_from_the_suite_checkpoint():
     assert run.rc == 0, run
     st = status(resumed)
     assert st["state"] == "SUCCEEDED" and st["steps"] == 4, st
-    assert [r["step"] for r in metrics(resumed)] == [3, 4] and st["last_step"].startswith("step 4 of 4, "), st
+    assert [r["step"] for r in metrics_rows(resumed)] == [3, 4] and st["last_step"].startswith("step 4 of 4, "), st
     assert os.path.isdir(record(resumed, "checkpoints", "global_step_4", "actor"))
     # The first job's record is untouched by the resumed one.
     assert sorted(os.listdir(record(first, "checkpoints"))) == ["global_step_2", "latest_checkpointed_iteration.txt"]

@@ -39,7 +39,7 @@ done
 """
 SMOKE = {"workload": "smoke", "timeouts": {"pending_s": 120, "max_run_s": 300},
          "metadata": {"purpose": "cluster smoke test"}}
-# A verl job: its runtime env points verl's file logger at the record's metrics.jsonl (jobspec_render).
+# A verl job: its runtime env points verl's file logger at the record's metrics.jsonl (jobspec/render.py).
 GRPO = {"workload": "grpo", "model_path": "/private/common/models/qwen", "train_files": "/private/datasets/t.parquet",
         "total_training_steps": 2, "timeouts": {"pending_s": 120, "max_run_s": 300}}
 GRPO_SID = "grpo-20250102T030405Z-abc123"

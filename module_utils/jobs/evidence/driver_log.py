@@ -25,7 +25,7 @@ import os
 from ansible.module_utils.base import conventions, files
 from ansible.module_utils.jobs.evidence import progress
 from ansible.module_utils.jobs.record.record import LockTimeout, json_text, record_lock
-from ansible.module_utils.verl import metrics as vm
+from ansible.module_utils.verl import metrics
 
 # The parse so far, beside logs/driver.log, the lock its writers hold, and how long one waits for it.
 PARSED_FILE = "driver.log.parsed.json"
@@ -42,7 +42,7 @@ SHOWN = 1 << 20
 
 class LogText(str):
     """The end of the driver log's text as this look saw it, control characters and escapes removed
-    (conventions.printable), carrying `parsed`, verl_metrics.fold's state of the whole log (its console step lines),
+    (conventions.printable), carrying `parsed`, verl/metrics.py fold's state of the whole log (its console step lines),
     `size`, the length Ray's log had, and `metrics`, progress.refresh's state of the record's metrics.jsonl (None:
     there is none)."""
 
@@ -68,7 +68,7 @@ def read_state(job):
             or not all(files.bounded_int(state.get(k)) is not None for k in ("offset", "log_bytes"))
             or files.bounded_int(state.get("lines"), MAX_LINES) is None
             or not _anchor_shape(state.get("anchor"))
-            or not vm.trusted_state(state.get("parsed"))):
+            or not metrics.trusted_state(state.get("parsed"))):
         return None
     return state
 
@@ -123,16 +123,16 @@ def refresh_log(job, final=False):
     """Bring the record's logs/driver.log up to date with Ray's (see the module's doc) and parse what it gained;
     verl's own metrics (the record's metrics.jsonl) are read alongside, their new lines only (progress.py).
     Returns a LogText."""
-    metrics = progress.refresh(job, final)
+    metrics_state = progress.refresh(job, final)
     try:
         with record_lock(job.rec["dir"], timeout_s=LOCK_WAIT_S, name=LOCK_FILE):
-            return _look(job, final, metrics)
+            return _look(job, final, metrics_state)
     except LockTimeout:  # another run holds the log for long: this look writes nothing
         state = read_state(job)
-        return _kept(job, state["parsed"] if state else None, metrics, state["offset"] if state else None)
+        return _kept(job, state["parsed"] if state else None, metrics_state, state["offset"] if state else None)
 
 
-def _kept(job, parsed, metrics, size=None):
+def _kept(job, parsed, metrics_state, size=None):
     """What the record holds, when Ray serves no log: its end, and its parse (from the sidecar, else of that end);
     size: how much of Ray's log the record holds (the sidecar's offset), for hang tracking."""
     try:
@@ -140,16 +140,16 @@ def _kept(job, parsed, metrics, size=None):
     except (OSError, files.RecordError):
         kept = ""
     if parsed is None:
-        parsed = vm.new_state()
-        vm.fold(parsed, kept)
-    return log_text(kept, parsed, size=size, metrics=metrics)
+        parsed = metrics.new_state()
+        metrics.fold(parsed, kept)
+    return log_text(kept, parsed, size=size, metrics=metrics_state)
 
 
-def _look(job, final, metrics):
+def _look(job, final, metrics_state):
     state = read_state(job)
     found = _tail_after_anchor(job, state) if state is not None and state["anchor"] else None
     if found is None:
-        return _whole(job, final, metrics, state)
+        return _whole(job, final, metrics_state, state)
     tail, at = found
     new = tail[at:]
     end = _cut(job, new, final)
@@ -158,14 +158,14 @@ def _look(job, final, metrics):
         shown = job.redact(taken)
         size = _append(job, shown, state["log_bytes"])
         if size is None:  # driver.log is not what the sidecar says: the log is taken whole
-            return _whole(job, final, metrics, state)
-        vm.fold(state["parsed"], shown)
+            return _whole(job, final, metrics_state, state)
+        metrics.fold(state["parsed"], shown)
         state.update(offset=state["offset"] + end, log_bytes=size, anchor=anchor_of(tail[:at + end][-SHOWN:]))
     lines = min(MAX_LINES, max(MIN_LINES, 2 * new.count("\n") + ANCHOR_LINES))
     if taken or lines != state["lines"]:  # a look that found nothing new writes nothing
         state["lines"] = lines
         _save(job, state)
-    return log_text(new, state["parsed"], size=state["offset"] + len(new) - end, metrics=metrics)
+    return log_text(new, state["parsed"], size=state["offset"] + len(new) - end, metrics=metrics_state)
 
 
 def _tail_after_anchor(job, state):
@@ -197,12 +197,12 @@ def _append(job, text, expected_size):
     return size
 
 
-def _whole(job, final, metrics, state):
+def _whole(job, final, metrics_state, state):
     """Take Ray's log whole, streamed: driver.log written anew through a temporary file, parsed from the start."""
     chunks = _chunks(job)
     if chunks is None:
-        return _kept(job, state["parsed"] if state else None, metrics, state["offset"] if state else None)
-    parsed, decoder = vm.new_state(), codecs.getincrementaldecoder("utf-8")(errors="replace")
+        return _kept(job, state["parsed"] if state else None, metrics_state, state["offset"] if state else None)
+    parsed, decoder = metrics.new_state(), codecs.getincrementaldecoder("utf-8")(errors="replace")
     pending, taken, tail = "", 0, ""
     with files.AtomicWriter(job.rec["driver_log"], base=job.rec["dir"]) as out:
         try:
@@ -214,27 +214,27 @@ def _whole(job, final, metrics, state):
                     taken, tail, pending = taken + cut, (tail + pending[:cut])[-SHOWN:], pending[cut:]
         except Exception:  # noqa: BLE001 - the stream broke off (a node that died): the record keeps what it has
             out.discard()
-            return _kept(job, state["parsed"] if state else None, metrics, state["offset"] if state else None)
+            return _kept(job, state["parsed"] if state else None, metrics_state, state["offset"] if state else None)
         pending += decoder.decode(b"", final=True)
         if final and pending:
             _take(job, out, parsed, pending)
             taken, tail, pending = taken + len(pending), (tail + pending)[-SHOWN:], ""
         if not taken:  # Ray has no text yet: the record keeps what it has
             out.discard()
-            return _kept(job, state["parsed"] if state else None, metrics, state["offset"] if state else None)
+            return _kept(job, state["parsed"] if state else None, metrics_state, state["offset"] if state else None)
         new = {"offset": taken, "log_bytes": out.size, "anchor": anchor_of(tail), "lines": MIN_LINES, "parsed": parsed}
         if state is not None and all(state[k] == new[k] for k in ("offset", "log_bytes", "anchor")):
             out.discard()  # the record holds this text already (Ray's tail was not to be had): nothing changes
-            return log_text(tail + pending, parsed, size=taken + len(pending), metrics=metrics)
+            return log_text(tail + pending, parsed, size=taken + len(pending), metrics=metrics_state)
     job.record.changed = True
     _save(job, new)
-    return log_text(tail + pending, parsed, size=taken + len(pending), metrics=metrics)
+    return log_text(tail + pending, parsed, size=taken + len(pending), metrics=metrics_state)
 
 
 def _take(job, out, parsed, text):
     """Redact, parse and write a piece of whole lines (the parse is of the redacted text: it is kept in the sidecar)."""
     shown = job.redact(text)
-    vm.fold(parsed, shown)
+    metrics.fold(parsed, shown)
     out.write(shown.encode("utf-8"))
 
 

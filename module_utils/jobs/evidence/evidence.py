@@ -17,7 +17,7 @@ from ansible.module_utils.jobs.record.record import json_text, now_ms, read_json
 from ansible.module_utils.jobs.record.status import Merge, Outage, final_state
 from ansible.module_utils.jobspec.fields import TRAINERS
 from ansible.module_utils.verl import diagnosis
-from ansible.module_utils.verl import metrics as vm
+from ansible.module_utils.verl.metrics import last_step_line
 
 # How long a failed job with no known signature waits for its driver's node to be declared DEAD.
 NODE_DEATH_WAIT_S = 30
@@ -110,7 +110,7 @@ def finalize(job, info, status):
 def took_steps(job, status, log, spec):
     """The record's steps and losses: a verl job's from its metrics.jsonl (exact; none when verl's file logger wrote
     none, and metrics_note says so), a job that is not verl's from its console step lines (SFT's train/loss and
-    PPO/GRPO's actor/pg_loss are both `loss`: verl_metrics.SUMMARY_KEYS)."""
+    PPO/GRPO's actor/pg_loss are both `loss`: verl.metrics.SUMMARY_KEYS)."""
     metrics, parsed = getattr(log, "metrics", None), log.parsed
     source = (metrics or progress.new_state()) if status.workload in TRAINERS else parsed
     status.last_step = job.redact(conventions.one_line(step_text(log, spec), 300)) if step_text(log, spec) else None
@@ -131,7 +131,7 @@ def step_text(log, spec):
         shown = ((metrics and progress.readable(metrics, total))
                  or progress.readable(progress.from_console(parsed), total))
     if shown is None:
-        shown = parsed["last_line"] if parsed is not None else vm.last_step_line(log or "")
+        shown = parsed["last_line"] if parsed is not None else last_step_line(log or "")
     return shown
 
 
@@ -257,7 +257,7 @@ def progress_line(job, info, status, log_text):
     idle = hang.idle_note(status, now_ms()) if summary["status"] == "RUNNING" else ""
     board = conventions.tensorboard_link(job.config.tensorboard_url, job.sid) if getattr(log_text, "metrics", None) \
         else None
-    # The step line is already printable (verl_metrics.shown_step_line); the whole line goes through one_line, so
+    # The step line is already printable (verl.metrics.shown_step_line); the whole line goes through one_line, so
     # nothing from the job or the record reaches the operator's terminal as a control character.
     line = (f"{job.sid}: {summary['status']}{elapsed}" + (f"; {step}" if step else "") + idle
             + (f"; {board}" if board else ""))

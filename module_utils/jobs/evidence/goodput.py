@@ -24,7 +24,7 @@ from ansible.module_utils.jobs.record.record import (
     record_lock,
     status_of,
 )
-from ansible.module_utils.jobs.record.status import Goodput, JobStatus
+from ansible.module_utils.jobs.record.status import Goodput, StatusFile
 
 # The causes of lost time, in the order they take from the wall time (the measured first, the estimate last), so
 # overlapping causes never add up to more than the wall.
@@ -122,10 +122,10 @@ def recomputed_ms(failed, following, now):
 
 
 def account(chain, now):
-    """The goodput (a dict of Goodput's fields) of chain: [(submission id, JobStatus or None: unreadable)], the first
+    """The goodput (a dict of Goodput's fields) of chain: [(submission id, StatusFile or None: unreadable)], the first
     job first; now: ms."""
-    members = [status for _, status in chain if isinstance(status, JobStatus)]
-    skipped = [sid for sid, status in chain if not isinstance(status, JobStatus)]
+    members = [status for _, status in chain if isinstance(status, StatusFile)]
+    skipped = [sid for sid, status in chain if not isinstance(status, StatusFile)]
     begins = [t for t in (_ms(s.submitted_at) or _ms(s.start_time) for s in members) if t]
     start = min(begins) if begins else None
     last = members[-1] if members else None
@@ -209,7 +209,7 @@ def save(shared_root, root_sid, goodput):
             if status is None:
                 return False
             status.goodput = goodput
-            JobStatus.from_dict(status.to_dict(), where=f"{record.path['status']} (as goodput would write it)")
+            StatusFile.from_dict(status.to_dict(), where=f"{record.path['status']} (as goodput would write it)")
             status.updated_at = now_ms()
             record.write_json(record.path["status"], status.to_dict())
     except (OSError, RecordError, ValueError):
@@ -261,7 +261,7 @@ BLAME_SHOWN = 16  # the most blame entries shown of one chain (each attempt keep
 
 
 def _status_why(shared_root, sid):
-    """(its JobStatus, None), or (None, why it cannot be read: one line). A status.json that the model refuses (a
+    """(its StatusFile, None), or (None, why it cannot be read: one line). A status.json that the model refuses (a
     goodput or a blame of the wrong shape among them) is unreadable here, never rebuilt from a guess."""
     try:
         status = Record(conventions.job_dir(shared_root, sid), sid).read_status()

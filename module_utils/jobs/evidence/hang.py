@@ -16,7 +16,7 @@ import statistics
 
 from ansible.module_utils.base import conventions, files
 from ansible.module_utils.jobs.record.status import Progress, Stall
-from ansible.module_utils.verl import metrics as vm
+from ansible.module_utils.verl.metrics import fold, new_state
 
 # Seconds per step kept for the median (the most recent ones).
 RECENT_STEPS = 20
@@ -28,15 +28,15 @@ def last_step(log):
     """The newest verl step: what verl's metrics.jsonl says (a log from driver_log.refresh_log carries it as `metrics`),
     else the last console step line's number, or None.
 
-    A log from driver_log.refresh_log carries its parse so far (`parsed`, verl_metrics.fold's state): nothing is
+    A log from driver_log.refresh_log carries its parse so far (`parsed`, verl.metrics.fold's state): nothing is
     searched again; a plain text is parsed once."""
     metrics = getattr(log, "metrics", None)
     if metrics is not None and files.bounded_step(metrics.get("last_step")) is not None:
         return metrics["last_step"]
     parsed = getattr(log, "parsed", None)
     if parsed is None:
-        parsed = vm.new_state()
-        vm.fold(parsed, log or "")
+        parsed = new_state()
+        fold(parsed, log or "")
     return files.bounded_step(parsed["last_loss"][0] if parsed.get("last_loss") else parsed.get("last_step"))
 
 

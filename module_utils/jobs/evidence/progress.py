@@ -8,7 +8,7 @@ multi-day job costs its new lines, never its history.
 The pace is verl's own timing_s/step where the workload logs it (PPO, GRPO); else the file's modification times at
 two looks that read it to its end (when the logger wrote the newest step each saw), so the poll interval does not
 matter. The file is the job's data: read as files.read_from reads (no symlink, no FIFO, at most READ_CAP a look),
-each line bounded (verl_metrics.read_row: a step in 0..files.STEP_MAX, values within ±files.VALUE_MAX, a line with
+each line bounded (verl.metrics.read_row: a step in 0..files.STEP_MAX, values within ±files.VALUE_MAX, a line with
 a number out of range counted in `bad_values`), and the state file is taken only in the shape this module writes,
 its numbers within the same bounds.
 """
@@ -16,7 +16,7 @@ its numbers within the same bounds.
 from ansible.module_utils.base import conventions, files
 from ansible.module_utils.jobs.record.record import json_text
 from ansible.module_utils.jobspec.fields import TRAINERS
-from ansible.module_utils.verl import metrics as vm
+from ansible.module_utils.verl import metrics
 
 # What one look reads of metrics.jsonl at most; the rest waits for the next look.
 READ_CAP = 8 << 20
@@ -30,14 +30,14 @@ def new_state():
 
 
 def from_console(parsed):
-    """A state holding only what the driver log's console lines told (verl_metrics.fold's state): the newest step and
+    """A state holding only what the driver log's console lines told (verl.metrics.fold's state): the newest step and
     its loss. For a verl job whose metrics.jsonl has no row yet, so its progress still reads as `step N of M, loss
     X` rather than verl's raw console line (its record's metrics_note says why the file is missing)."""
     state = new_state()
     if parsed and files.bounded_step(parsed.get("last_step")) is not None:
         state["last_step"] = parsed["last_step"]
         loss = parsed.get("last_loss")
-        if vm.is_point(loss) and loss[0] == parsed["last_step"]:
+        if metrics.is_point(loss) and loss[0] == parsed["last_step"]:
             state["last"] = {"loss": loss[1]}
     return state
 
@@ -57,9 +57,9 @@ def _trusted(state):
     if not all(isinstance(state[k], bool) for k in ("skipping", "partial")):
         return None
     pace = state["pace"]
-    if not isinstance(pace, list) or len(pace) > 2 or not all(vm.is_point(p) for p in pace):
+    if not isinstance(pace, list) or len(pace) > 2 or not all(metrics.is_point(p) for p in pace):
         return None
-    if not all(state[k] is None or vm.is_point(state[k]) for k in ("first_loss", "last_loss")):
+    if not all(state[k] is None or metrics.is_point(state[k]) for k in ("first_loss", "last_loss")):
         return None
     last = state["last"]
     if not isinstance(last, dict) or not all(isinstance(k, str) and _number(v) for k, v in last.items()):
@@ -119,7 +119,7 @@ def _look(job, state, final):
         state.update(offset=state["offset"] + len(data), skipping=True, bad_lines=state["bad_lines"] + 1)
         end, data = 0, b""
     steps, counts = {}, {}
-    state["bad_lines"] += vm.fold_rows(steps, data[:end].decode("utf-8", errors="replace").splitlines(), counts)
+    state["bad_lines"] += metrics.fold_rows(steps, data[:end].decode("utf-8", errors="replace").splitlines(), counts)
     state["bad_values"] += counts.get("bad_values", 0)
     state["offset"] += end
     at_end = state["offset"] == size
@@ -135,7 +135,7 @@ def _take(state, steps, mtime_ms):
     end (a point of the pace)."""
     for step in sorted(steps):
         values = steps[step]
-        summary = vm.summarize(values)
+        summary = metrics.summarize(values)
         for key in ("timing_s/step", "perf/throughput", "train/global_tokens"):
             if key in values:
                 summary[key] = values[key]
@@ -226,5 +226,5 @@ def note(state, workload, console_step):
     if state["bad_lines"]:
         problems.append(f"{state['bad_lines']} line(s) are not verl's rows")
     if state["bad_values"]:
-        problems.append(vm.out_of_range(state["bad_values"]))
+        problems.append(metrics.out_of_range(state["bad_values"]))
     return conventions.one_line("metrics.jsonl: " + "; ".join(problems), 300) if problems else None

@@ -3,7 +3,7 @@
 It outlives the Ray head (whose job history vanishes on restart), so everything a person needs to understand a
 job later is written here: what was asked, what Ray said, the logs and the final state. Writes are atomic; an
 existing record is never overwritten wholesale. status.json is read and written only through Record.status and
-Record.save_status, which speak JobStatus (status.py) and hold the record's status lock while they merge. Every
+Record.save_status, which speak StatusFile (status.py) and hold the record's status lock while they merge. Every
 file of a record is data anyone who can write the share may have shaped: it is read, written and locked only
 through files.py (no symlink followed, regular files only, a cap on what is read).
 """
@@ -20,7 +20,7 @@ from ansible.module_utils.base.conventions import RECORD_LAYOUT as LAYOUT
 from ansible.module_utils.base.conventions import record_paths as paths
 from ansible.module_utils.base.files import UnsafeFile, json_text, read_json, read_small, write_json  # noqa: F401
 from ansible.module_utils.jobs.record import open_index, retry
-from ansible.module_utils.jobs.record.status import JobStatus, Merge, Preflight, RecordError
+from ansible.module_utils.jobs.record.status import Merge, Preflight, RecordError, StatusFile
 
 LOCK_FILE = ".submit.lock"
 STATUS_LOCK_FILE = ".status.lock"  # held only while status.json is read, merged and written
@@ -114,7 +114,7 @@ class UnreadableStatus(RecordError):
 
 
 def read_status(path):
-    """The JobStatus in a status.json; None when there is none; RecordError (one line naming the file) when its
+    """The StatusFile in a status.json; None when there is none; RecordError (one line naming the file) when its
     content cannot be trusted (a symlink, not a regular file, over STATUS_CAP, not UTF-8, not JSON, not an object, a
     field of the wrong type); UnreadableStatus when the file cannot be read at all."""
     try:
@@ -131,7 +131,7 @@ def read_status(path):
         data = json.loads(text)
     except (ValueError, RecursionError):
         raise RecordError(f"{path}: is not JSON") from None
-    return JobStatus.from_dict(data, where=path)
+    return StatusFile.from_dict(data, where=path)
 
 
 def status_of(shared_root, sid):
@@ -166,7 +166,7 @@ class Record:
         self.write_text(path, json_text(obj))
 
     def read_status(self):
-        """The JobStatus in status.json, or None; RecordError when it cannot be trusted."""
+        """The StatusFile in status.json, or None; RecordError when it cannot be trusted."""
         status = read_status(self.path["status"])
         if status is not None and status.submission_id != self.sid:
             raise RecordError(f"{self.path['status']}: field 'submission_id' names another job")
@@ -200,7 +200,7 @@ class Record:
         def number(value):
             return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
-        return JobStatus(submission_id=self.sid, state="UNKNOWN", spec=text(spec.get("name")),
+        return StatusFile(submission_id=self.sid, state="UNKNOWN", spec=text(spec.get("name")),
                          workload=text(spec.get("workload")), record=self.dir, rebuilt=why,
                          timeouts={"pending_s": number(pending_s) or conventions.DEFAULT_PENDING_S,
                                    "max_run_s": number(max_run_s)})
@@ -209,11 +209,11 @@ class Record:
         """Write status.json (and, for a final record, its files {path: text}) under the record's status lock.
 
         Several runs write one record (a wait whose controller was interrupted goes on polling on the head while a
-        stop gives its reason), so what was recorded meanwhile is merged first (JobStatus.merge). A status.json
+        stop gives its reason), so what was recorded meanwhile is merged first (StatusFile.merge). A status.json
         whose content could not be trusted is copied aside (status.json.untrusted-<ms>) before this one replaces it
         atomically, so the record always has a status.json; one that cannot be read at all is never replaced
-        (UnreadableStatus: fail closed). A status that is not a valid JobStatus itself is never written."""
-        JobStatus.from_dict(status.to_dict(), where=f"{self.path['status']} (as this run would write it)")
+        (UnreadableStatus: fail closed). A status that is not a valid StatusFile itself is never written."""
+        StatusFile.from_dict(status.to_dict(), where=f"{self.path['status']} (as this run would write it)")
 
         def recorded():
             try:

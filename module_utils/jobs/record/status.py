@@ -1,7 +1,7 @@
 """The one model of a job record's status.json: its fields, their types, the states, and how two runs' views merge.
 
-Every reader and writer goes through JobStatus (the module on the head, the action plugin, the regression report):
-any file content becomes a JobStatus or a RecordError whose one line names the file and the field (never its
+Every reader and writer goes through StatusFile (the module on the head, the action plugin, the regression report):
+any file content becomes a StatusFile or a RecordError whose one line names the file and the field (never its
 value: a record is data anyone who can write the share may have shaped). Like Ray's own JobInfo
 (dashboard/modules/job/common.py), the states say which are terminal, and a final record is never written over.
 FIELDS is a table in the project's one model language (module_utils/base/model.py, the JobSpec's too): it checks
@@ -43,7 +43,7 @@ MISSING = "MISSING"  # a regression entry whose job left no record
 
 
 class Merge(enum.Enum):
-    """What saving a status did, seeing what another run wrote meanwhile (JobStatus.merge)."""
+    """What saving a status did, seeing what another run wrote meanwhile (StatusFile.merge)."""
 
     WRITE = "write"  # write this status (it may have taken a reason another run gave)
     ALREADY_FINAL = "already_final"  # another run finalised the record: its status stands, nothing is written
@@ -220,7 +220,7 @@ def _named(path):
 
 
 @dataclasses.dataclass
-class JobStatus(model.Typed):
+class StatusFile(model.Typed):
     """A job record's status.json. Field meanings: FIELDS; `extra` keeps keys this version does not know. Its objects
     are always typed parts: model.Typed makes its part of a mapping given or assigned, and of None (so of each
     object's default below) an empty one."""

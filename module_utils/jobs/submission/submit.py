@@ -22,7 +22,7 @@ from ansible.module_utils.jobs.record.record import (
     now_ms,
     record_lock,
 )
-from ansible.module_utils.jobs.record.status import NEW, JobStatus
+from ansible.module_utils.jobs.record.status import NEW, StatusFile
 from ansible.module_utils.jobs.submission import attempts, preflight
 from ansible.module_utils.jobspec import model as js
 from ansible.module_utils.jobspec import render
@@ -83,7 +83,7 @@ def submit_spec(module, config, spec, preflight_on):
                               if facts.get("kept") else f"passed on {facts.get('where')}")
     if module.check_mode:
         what = "record would be completed" if resuming else f"would be submitted{noted(spec)}"
-        return dict(job.result(JobStatus(job.sid, state=NEW), f"{job.sid} {what}"), changed=True, existed=resuming,
+        return dict(job.result(StatusFile(job.sid, state=NEW), f"{job.sid} {what}"), changed=True, existed=resuming,
                     **shown)
     create_exclusive(spec.output_dir)  # the loser of a race for this id waits on the lock below
     try:
@@ -111,7 +111,7 @@ def submit_locked(job, spec, config, info, entrypoint, runtime_env, options, sho
     job.record.write_text(job.rec["submit_cmd"], shown["submit_cmd"] + "\n")
     job.record.write_json(job.rec["env_names"], sorted(runtime_env.get("env_vars", {})))
     evidence.snapshot(job, "pre", nodes)
-    status = JobStatus(job.sid, state="PENDING", spec=spec.name, workload=spec.workload, code_path=spec.code_path,
+    status = StatusFile(job.sid, state="PENDING", spec=spec.name, workload=spec.workload, code_path=spec.code_path,
                        code_id=spec.code_id, record=spec.output_dir,
                        timeouts=dataclasses.asdict(spec.timeouts),
                        retries={"max": spec.retries.max, "on": list(spec.retries.on),

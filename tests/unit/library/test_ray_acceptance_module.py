@@ -9,7 +9,7 @@ import ray_acceptance
 from acceptance_helpers import WORKERS, raw_result, slow_worker3
 from ansible.module_utils.acceptance import judgement
 from ansible.module_utils.jobs.record import record as jr
-from ansible.module_utils.jobs.record.status import JobStatus
+from ansible.module_utils.jobs.record.status import StatusFile
 from ansible.module_utils.testing import patch_module_args
 
 RUN = "acceptance-20270101T000000Z"
@@ -19,7 +19,7 @@ MEASURE, SFT = f"{RUN}-measure", f"{RUN}-sft"
 def job(root, sid, state, result=None, raw_text=None):
     paths = jr.paths(os.path.join(root, "jobs", sid))
     os.makedirs(paths["checkpoints"])
-    jr.write_json(paths["status"], JobStatus(sid, state=state, final=True, record=paths["dir"],
+    jr.write_json(paths["status"], StatusFile(sid, state=state, final=True, record=paths["dir"],
                                              message="boom" if state == "FAILED" else None).to_dict())
     if result is not None or raw_text is not None:
         os.mkdir(os.path.dirname(judgement.result_path(root, sid)), 0o755)

@@ -1,6 +1,6 @@
 """Every number read from a job's files is bounded where it is read, and the report reads metrics.jsonl in bounded
 memory (issue 31). A 400-digit integer in metrics.jsonl (a value, or a step) made float() raise OverflowError in
-verl_metrics, which stopped progress.refresh, the watcher's pass, the job's own wait and the regression report; a
+verl.metrics, which stopped progress.refresh, the watcher's pass, the job's own wait and the regression report; a
 5000-digit one is past what Python parses (ValueError). Each is now a value or a line left out and noted."""
 
 import itertools
@@ -12,11 +12,11 @@ import tracemalloc
 import pytest
 from ansible.module_utils.base import files
 from ansible.module_utils.jobs.evidence import driver_log, evidence, hang, progress
-from ansible.module_utils.jobs.record.status import JobStatus
+from ansible.module_utils.jobs.record.status import StatusFile
 from ansible.module_utils.regression import gates as rg
 from ansible.module_utils.regression import report as rr
 from ansible.module_utils.verl import checkpoints as ck
-from ansible.module_utils.verl import metrics as vm
+from ansible.module_utils.verl import metrics
 from ray_job_harness import RecordJob
 
 HUGE = "9" * 400
@@ -58,22 +58,22 @@ def test_loads_bounded_reads_a_huge_integer_as_infinity_never_raising():
 @pytest.mark.parametrize("value", ODD_VALUES.values(), ids=ODD_VALUES.keys())
 def test_a_value_out_of_range_is_left_out_and_counted_the_row_kept(value):
     text = line(4, {"train/loss": 1.5, "x": value, "n": 3})
-    assert vm.read_row(text) == (4, {"train/loss": 1.5, "n": 3}, 1)
-    assert vm.file_row(text) == (4, {"train/loss": 1.5, "n": 3})
+    assert metrics.read_row(text) == (4, {"train/loss": 1.5, "n": 3}, 1)
+    assert metrics.file_row(text) == (4, {"train/loss": 1.5, "n": 3})
     counts = {}
-    assert vm.fold_rows({}, [text], counts) == 0 and counts == {"bad_values": 1}
+    assert metrics.fold_rows({}, [text], counts) == 0 and counts == {"bad_values": 1}
 
 
 @pytest.mark.parametrize("step", ODD_STEPS.values(), ids=ODD_STEPS.keys())
 def test_a_step_out_of_range_makes_the_line_no_row(step):
     text = line(step, {"train/loss": 1.5})
-    assert vm.read_row(text) is None and vm.file_row(text) is None
-    assert vm.fold_rows({}, [text]) == 1
-    assert vm.file_row(line(files.STEP_MAX, {"a": 1})) == (files.STEP_MAX, {"a": 1})
+    assert metrics.read_row(text) is None and metrics.file_row(text) is None
+    assert metrics.fold_rows({}, [text]) == 1
+    assert metrics.file_row(line(files.STEP_MAX, {"a": 1})) == (files.STEP_MAX, {"a": 1})
 
 
 def test_a_console_value_out_of_range_is_left_out():
-    assert vm.parse_line("step:3 - a:1e41 - b:" + "9" * 60 + " - c:2.5") == (3, {"c": 2.5})
+    assert metrics.parse_line("step:3 - a:1e41 - b:" + "9" * 60 + " - c:2.5") == (3, {"c": 2.5})
 
 
 # verl/metrics.py: the report's read, streamed
@@ -89,9 +89,9 @@ ODD_FILE = [line(1, {"train/loss": 2.0}), line(2, {"train/loss": 1.5, "x": HUGE}
 
 
 def test_read_metrics_reads_around_huge_numbers_and_notes_them(tmp_path):
-    got = vm.read_metrics(write(tmp_path / vm.METRICS_FILE, ODD_FILE))
-    assert [row["step"] for row in got["rows"]] == [1, 2, 3, 4] == [row["step"] for row in vm.read_jsonl(
-        str(tmp_path / vm.METRICS_FILE))]
+    got = metrics.read_metrics(write(tmp_path / metrics.METRICS_FILE, ODD_FILE))
+    assert [row["step"] for row in got["rows"]] == [1, 2, 3, 4] == [row["step"] for row in metrics.read_jsonl(
+        str(tmp_path / metrics.METRICS_FILE))]
     assert (got["lines"], got["bad_lines"], got["bad_values"]) == (5, 2, 3)
     assert got["note"] == ("metrics.jsonl: 2 line(s) are not verl's rows; 3 line(s) hold a number out of range (NaN, "
                            "infinite or beyond ±1e+40), left out")
@@ -100,8 +100,8 @@ def test_read_metrics_reads_around_huge_numbers_and_notes_them(tmp_path):
 
 def test_read_metrics_keeps_at_most_its_caps_thinned_evenly_and_reduces_every_row(tmp_path):
     n = 20_000
-    path = write(tmp_path / vm.METRICS_FILE, (line(s, {"train/loss": s, "a": 1}) for s in range(1, n + 1)))
-    got = vm.read_metrics(path, rows_cap=100)
+    path = write(tmp_path / metrics.METRICS_FILE, (line(s, {"train/loss": s, "a": 1}) for s in range(1, n + 1)))
+    got = metrics.read_metrics(path, rows_cap=100)
     steps = [row["step"] for row in got["rows"]]
     assert len(steps) <= 100 + 2 and steps[0] == 1 and steps[-1] == n  # the first and last step's rows too
     assert got["stride"] == 256 and {b - a for a, b in itertools.pairwise(steps[1:-1])} == {256}  # evenly
@@ -109,26 +109,26 @@ def test_read_metrics_keeps_at_most_its_caps_thinned_evenly_and_reduces_every_ro
     loss = got["stats"]["loss"]
     assert (loss["count"], loss["first"], loss["last"], loss["min"], loss["max"]) == (n, 1, n, 1, n)
     assert rg.reduce_stat(loss, "mean") == (n + 1) / 2 and rg.reduce_stat(loss, "change") == n - 1
-    assert len(vm.read_jsonl(path)) <= vm.ROWS_CAP + 2
+    assert len(metrics.read_jsonl(path)) <= metrics.ROWS_CAP + 2
 
 
 def test_read_metrics_keeps_at_most_names_cap_names(tmp_path):
     wide = [line(s, {f"k{s}_{i}": 1 for i in range(1000)}) for s in range(1, 6)]
-    got = vm.read_metrics(write(tmp_path / vm.METRICS_FILE, wide))
-    assert len(got["stats"]) == vm.NAMES_CAP + 1  # and "step"
-    assert got["note"] == f"metrics.jsonl: 904 value(s) under names past the first {vm.NAMES_CAP} were left out"
+    got = metrics.read_metrics(write(tmp_path / metrics.METRICS_FILE, wide))
+    assert len(got["stats"]) == metrics.NAMES_CAP + 1  # and "step"
+    assert got["note"] == f"metrics.jsonl: 904 value(s) under names past the first {metrics.NAMES_CAP} were left out"
 
 
 def test_read_metrics_memory_is_bounded_by_its_caps_not_by_the_file(tmp_path, monkeypatch):
     """What reading holds at once is a chunk and the rows kept: a 1 MB file peaks far below its size (reading it
     whole and splitting it into lines took ~25 times its size)."""
-    monkeypatch.setattr(vm, "CHUNK", 1 << 14)
-    path = write(tmp_path / vm.METRICS_FILE, (line(s, {"train/loss": 0.5, "timing_s/step": 2.25})
+    monkeypatch.setattr(metrics, "CHUNK", 1 << 14)
+    path = write(tmp_path / metrics.METRICS_FILE, (line(s, {"train/loss": 0.5, "timing_s/step": 2.25})
                                               for s in range(1, 20_001)))
     size = os.path.getsize(path)
     tracemalloc.start()
     try:
-        got = vm.read_metrics(path, rows_cap=200)
+        got = metrics.read_metrics(path, rows_cap=200)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -137,8 +137,8 @@ def test_read_metrics_memory_is_bounded_by_its_caps_not_by_the_file(tmp_path, mo
 
 
 def test_read_metrics_notes_a_file_longer_than_its_limit(tmp_path):
-    path = write(tmp_path / vm.METRICS_FILE, [line(s, {"a": s}) for s in (1, 2, 3)])
-    got = vm.read_metrics(path, limit=len(line(1, {"a": 1})) + 1)
+    path = write(tmp_path / metrics.METRICS_FILE, [line(s, {"a": s}) for s in (1, 2, 3)])
+    got = metrics.read_metrics(path, limit=len(line(1, {"a": 1})) + 1)
     assert [row["step"] for row in got["rows"]] == [1]
     assert got["note"] == f"metrics.jsonl: only its first {len(line(1, {'a': 1})) + 1} bytes were read"
 
@@ -151,7 +151,7 @@ def job(tmp_path):
 
 
 def running():
-    return JobStatus("j-1", state="RUNNING", timeouts={"pending_s": 600, "max_run_s": None, "stall_s": 60},
+    return StatusFile("j-1", state="RUNNING", timeouts={"pending_s": 600, "max_run_s": None, "stall_s": 60},
                      retries={"max": 0, "on": []}, workload="grpo")
 
 
@@ -170,7 +170,7 @@ def test_a_followed_job_reads_around_huge_numbers_and_notes_them(job):
     assert status.steps == 4 and status.last_step.startswith("step 4 of 10, loss 1")
     assert status.metrics_note == ("metrics.jsonl: 2 line(s) are not verl's rows; 3 line(s) hold a number out of "
                                    "range (NaN, infinite or beyond ±1e+40), left out")
-    JobStatus.from_dict(status.to_dict())  # what is kept is what the record's model takes
+    StatusFile.from_dict(status.to_dict())  # what is kept is what the record's model takes
     assert hang.hung(status, 200_000).step == 4
 
 
@@ -218,7 +218,7 @@ def test_hang_takes_no_number_out_of_range_from_status_progress():
     assert status.progress.to_dict() == {"step": 3, "step_at": 5_000, "log_bytes": 24, "log_at": 5_000,
                                          "step_s": [10.0]}
     assert hang.hung(status, 5_000 + 901_000).step == 3
-    log = driver_log.log_text("", vm.new_state(), metrics={**progress.new_state(), "last_step": int(HUGE)})
+    log = driver_log.log_text("", metrics.new_state(), metrics={**progress.new_state(), "last_step": int(HUGE)})
     assert hang.last_step(log) is None
 
 

@@ -1,4 +1,4 @@
-"""The JobSpec: fields and validation (jobspec), -e and files (jobspec_input), rendering (jobspec_render),
+"""The JobSpec: fields and validation (jobspec), -e and files (jobspec_input), rendering (jobspec/render.py),
 redaction and the schema (jobspec_schema)."""
 
 import dataclasses
@@ -12,7 +12,7 @@ import pytest
 from ansible.module_utils.base import redaction
 from ansible.module_utils.jobspec import fields as jobspec_fields
 from ansible.module_utils.jobspec import model as jobspec
-from ansible.module_utils.jobspec import render as jobspec_render
+from ansible.module_utils.jobspec import render
 from ansible.module_utils.jobspec.model import JobSpecError, resolve
 
 from plugin_utils import PROJECT_ROOT, jobspec_input, jobspec_schema, schemas
@@ -338,7 +338,7 @@ def test_dataclasses_match_the_field_table():
 
 
 def argv(spec, rc=RC):
-    return shlex.split(jobspec_render.render_entrypoint(spec, rc))
+    return shlex.split(render.render_entrypoint(spec, rc))
 
 
 def test_smoke_entrypoint():
@@ -351,7 +351,7 @@ def test_smoke_entrypoint():
 
 def test_command_entrypoint_is_verbatim():
     command = "cd /private/user/code && python train.py --x 'a b' | tee out.log"
-    assert jobspec_render.render_entrypoint(run({"workload": "command", "entrypoint": command}), RC) == (
+    assert render.render_entrypoint(run({"workload": "command", "entrypoint": command}), RC) == (
         command)
 
 
@@ -400,9 +400,9 @@ def test_sft_entrypoint_and_runtime_env():
         assert expected in args
     assert args[-1] == "trainer.device=cpu"
     assert not any(a.startswith(("algorithm.", "actor_rollout_ref.", "critic.")) for a in args)
-    assert jobspec_render.render_runtime_env(spec, RC)["env_vars"]["RAY_ADDRESS"] == "auto"
+    assert render.render_runtime_env(spec, RC)["env_vars"]["RAY_ADDRESS"] == "auto"
     for other in (run(PPO), run(SMOKE)):
-        assert "RAY_ADDRESS" not in jobspec_render.render_runtime_env(other, RC)["env_vars"]
+        assert "RAY_ADDRESS" not in render.render_runtime_env(other, RC)["env_vars"]
     assert not any("trainer.device" in a for a in argv(run(SFT)))
 
 
@@ -410,7 +410,7 @@ def test_runtime_env_pythonpath_and_env_precedence():
     rc = {**RC, "runtime_env": {"env_vars": {"HF_HUB_OFFLINE": "1", "A": "site"},
                                 "config": {"setup_timeout_seconds": 60}}}
     spec = run({**PPO, "code_id": "v1", "env": {"A": "job"}, "user_code": True}, rc=rc)
-    runtime_env = jobspec_render.render_runtime_env(spec, rc)
+    runtime_env = render.render_runtime_env(spec, rc)
     assert runtime_env == {
         "config": {"setup_timeout_seconds": 60},
         "env_vars": {"HF_HUB_OFFLINE": "1", "A": "job", "RAY_DEBUG": "0",
@@ -419,24 +419,24 @@ def test_runtime_env_pythonpath_and_env_precedence():
                      "PYTHONPATH": "/private/common/code/verl/v1:/private/common/code/plugins:/private/user/code"}}
     # The site's own ray_config.runtime_env may add a path (last); a spec's env may not (test_jobspec_owned).
     site = {**RC, "runtime_env": {"env_vars": {"PYTHONPATH": "/opt/site"}}}
-    no_code = jobspec_render.render_runtime_env(run(PPO, cli={"user_code": True}, rc=site), site)
+    no_code = render.render_runtime_env(run(PPO, cli={"user_code": True}, rc=site), site)
     assert no_code["env_vars"]["PYTHONPATH"] == "/private/common/code/plugins:/private/user/code:/opt/site"
     assert "working_dir" not in runtime_env
     assert rc["runtime_env"]["env_vars"] == {"HF_HUB_OFFLINE": "1", "A": "site"}
 
 
 def test_entrypoint_options_omit_zeros():
-    assert jobspec_render.entrypoint_options(run(SMOKE)) == {"entrypoint_resources": {"worker_node": 1}}
+    assert render.entrypoint_options(run(SMOKE)) == {"entrypoint_resources": {"worker_node": 1}}
     spec = run({**SMOKE, "resources": {"entrypoint_num_cpus": 1, "entrypoint_memory": 2**30,
                                        "entrypoint_resources": {}}}, rc={**RC, "entrypoint_resources": {}})
-    assert jobspec_render.entrypoint_options(spec.to_dict()) == {"entrypoint_num_cpus": 1,
+    assert render.entrypoint_options(spec.to_dict()) == {"entrypoint_num_cpus": 1,
                                                           "entrypoint_memory": 2**30}
 
 
 def test_submit_command_is_pasteable():
     spec = run({**SMOKE, "resources": {"entrypoint_num_cpus": 1}})
-    runtime_env = jobspec_render.render_runtime_env(spec, RC)
-    words = shlex.split(jobspec_render.submit_command(spec, RC, runtime_env))
+    runtime_env = render.render_runtime_env(spec, RC)
+    words = shlex.split(render.submit_command(spec, RC, runtime_env))
     cut = words.index("--")
     assert words[:7] == ["ray", "job", "submit", "--address", RC["dashboard_url"],
                          "--submission-id", spec.submission_id]
@@ -445,13 +445,13 @@ def test_submit_command_is_pasteable():
     assert words[words.index("--entrypoint-num-cpus") + 1] == "1"
     assert words[cut - 1] == "--no-wait"
     # ray job submit shlex.joins the words after "--": that must give back the entrypoint.
-    assert shlex.join(words[cut + 1:]) == jobspec_render.render_entrypoint(spec, RC)
+    assert shlex.join(words[cut + 1:]) == render.render_entrypoint(spec, RC)
 
 
 def test_submit_command_wraps_shell_syntax():
     command = "echo $HOME && ls | wc -l"
     spec = run({"workload": "command", "entrypoint": command})
-    words = shlex.split(jobspec_render.submit_command(spec, RC, {}))
+    words = shlex.split(render.submit_command(spec, RC, {}))
     assert words[words.index("--") + 1:] == ["bash", "-c", command]
 
 
@@ -561,12 +561,12 @@ def test_user_code_is_opt_in_for_the_job_and_its_preflight():
     """Issue 10 §4: the share's user/code is writable by its users; only a job that asks imports from it."""
     default = run({**PPO, "code_id": "v1"})
     assert default.user_code is False
-    env = jobspec_render.render_runtime_env(default, RC)["env_vars"]
+    env = render.render_runtime_env(default, RC)["env_vars"]
     assert env["PYTHONPATH"] == "/private/common/code/verl/v1:/private/common/code/plugins"
-    smoke_env = jobspec_render.render_runtime_env(run(SMOKE), RC)["env_vars"]
+    smoke_env = render.render_runtime_env(run(SMOKE), RC)["env_vars"]
     assert "/private/user/code" not in smoke_env["PYTHONPATH"]
     asked = run({**PPO, "code_id": "v1"}, cli={"user_code": True})
-    assert jobspec_render.render_runtime_env(asked, RC)["env_vars"]["PYTHONPATH"] == (
+    assert render.render_runtime_env(asked, RC)["env_vars"]["PYTHONPATH"] == (
         "/private/common/code/verl/v1:/private/common/code/plugins:/private/user/code")
     for bad in ("yes", 1, "true"):
         with pytest.raises(JobSpecError, match=r"^jobspec field 'user_code': must be true or false"):
@@ -574,11 +574,11 @@ def test_user_code_is_opt_in_for_the_job_and_its_preflight():
 
 
 def test_the_debugger_only_for_a_job_that_asks():
-    quiet = jobspec_render.render_runtime_env(run(SMOKE), RC)["env_vars"]
+    quiet = render.render_runtime_env(run(SMOKE), RC)["env_vars"]
     assert quiet["RAY_DEBUG"] == "0" and "RAY_DEBUG_POST_MORTEM" not in quiet  # a stray breakpoint() holds nothing
-    debug = jobspec_render.render_runtime_env(run(SMOKE, cli={"debug": {"post_mortem": True}}), RC)["env_vars"]
+    debug = render.render_runtime_env(run(SMOKE, cli={"debug": {"post_mortem": True}}), RC)["env_vars"]
     assert debug["RAY_DEBUG"] == "1" and debug["RAY_DEBUG_POST_MORTEM"] == "1"
-    stops = jobspec_render.render_runtime_env(run(SMOKE, cli={"debug": {"breakpoints": True}}), RC)["env_vars"]
+    stops = render.render_runtime_env(run(SMOKE, cli={"debug": {"breakpoints": True}}), RC)["env_vars"]
     assert stops["RAY_DEBUG"] == "1" and "RAY_DEBUG_POST_MORTEM" not in stops
     with pytest.raises(jobspec.JobSpecError, match="jobspec field 'debug.post_mortem': must be true or false"):
         run(SMOKE, cli={"debug": {"post_mortem": "yes"}})

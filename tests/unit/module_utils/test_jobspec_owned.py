@@ -11,8 +11,7 @@ import yaml
 from ansible.module_utils.base import conventions
 from ansible.module_utils.jobs.record import record as jr
 from ansible.module_utils.jobspec import model as jobspec
-from ansible.module_utils.jobspec import owned
-from ansible.module_utils.jobspec import render as jobspec_render
+from ansible.module_utils.jobspec import owned, render
 from ansible.module_utils.jobspec.fields import TRAINERS
 from ansible.module_utils.jobspec.model import JobSpecError
 
@@ -78,7 +77,7 @@ def test_env_may_not_set_what_the_renderer_sets(name):
 
 def test_rendered_env_is_what_the_renderer_sets():
     spec = run({**PPO, "workload": "sft", "env": {"A": "1"}}, cli={"debug": {"post_mortem": True}})
-    rendered = jobspec_render.render_runtime_env(spec, RC)["env_vars"]
+    rendered = render.render_runtime_env(spec, RC)["env_vars"]
     assert set(rendered) - {"A"} == set(owned.RENDERED_ENV)
 
 
@@ -90,8 +89,8 @@ def test_verl_loggers_write_into_the_record_of_a_verl_job_only(workload):
     if workload == "command":
         spec["entrypoint"] = "echo hi"
     resolved = run({**spec, "env": {"WANDB_API_KEY": "k"}})
-    env = jobspec_render.render_runtime_env(resolved, RC)["env_vars"]
-    argv = shlex.split(jobspec_render.render_entrypoint(resolved, RC))
+    env = render.render_runtime_env(resolved, RC)["env_vars"]
+    argv = shlex.split(render.render_entrypoint(resolved, RC))
     if workload in TRAINERS:
         paths = jr.paths(resolved.output_dir)
         assert (env["VERL_FILE_LOGGER_PATH"], env["TENSORBOARD_DIR"]) == (paths["metrics"], paths["tensorboard"])
@@ -110,7 +109,7 @@ def test_other_env_names_stay():
 
 def test_the_code_is_the_spec_s_and_the_site_s_plugins():
     spec = run({**PPO, "code_id": "v1"})
-    assert jobspec_render.render_runtime_env(spec, RC)["env_vars"]["PYTHONPATH"] == (
+    assert render.render_runtime_env(spec, RC)["env_vars"]["PYTHONPATH"] == (
         "/private/common/code/verl/v1:" + conventions.plugins_code_dir("/private"))
 
 
@@ -183,7 +182,7 @@ def test_owned_keys_are_what_the_renderer_renders():
     seen = set()
     for workload in ("ppo", "grpo", "sft"):
         spec = run({**full, "workload": workload, "overrides": ["data.extra=1"]})
-        args = jobspec_render.compose_command(spec, RC, resume_path=f"{JOB}/checkpoints/global_step_2")
+        args = render.compose_command(spec, RC, resume_path=f"{JOB}/checkpoints/global_step_2")
         keys = {a.split("=", 1)[0] for a in args[3:-3]}
         assert keys <= set(owned.OWNED_KEYS), keys
         seen |= keys
@@ -244,10 +243,10 @@ SPECS = jobspec_input.list_specs(os.path.join(PROJECT_ROOT, "jobspecs"))
 def test_every_spec_file_resolves_with_the_sites_defaults(site, name):
     spec = jobspec_input.resolve_job(name, ray_config=RC, specs_dir=os.path.join(PROJECT_ROOT, "jobspecs"),
                                      site_defaults=site_defaults(site))
-    jobspec_render.render_entrypoint(spec, RC)
+    render.render_entrypoint(spec, RC)
     if site == "lab" and spec.workload in ("ppo", "grpo", "sft"):
         # The lab's CPU platform still loads: its plugin from the plugins directory, named by the site's env.
-        env = jobspec_render.render_runtime_env(spec, RC)["env_vars"]
+        env = render.render_runtime_env(spec, RC)["env_vars"]
         assert env["PYTHONPATH"] == "/private/common/code/verl/verl-0.9.1:/private/common/code/plugins"
         assert env["VERL_USE_EXTERNAL_MODULES"] == "verl_cpu"
 

@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 from ansible.module_utils.base import model
 from ansible.module_utils.jobs.record import status
-from ansible.module_utils.jobs.record.status import JobStatus, RecordError
+from ansible.module_utils.jobs.record.status import RecordError, StatusFile
 from ansible.module_utils.jobspec import fields as jobspec_fields
 from ansible.module_utils.jobspec.model import JobSpecError, resolve
 
@@ -38,11 +38,11 @@ def test_a_number_too_big_for_the_module_s_arithmetic_is_refused_by_both_models(
         resolve({"workload": "smoke", "save_freq": HUGE}, name="j", ray_config=RC)
     assert str(exc.value) == f"jobspec field 'save_freq': must be a positive integer, or -1 for no checkpoints {beyond}"
     with pytest.raises(RecordError) as exc:
-        JobStatus.from_dict({"submission_id": "a-1", "state": "RUNNING", "progress": {"step": HUGE}})
+        StatusFile.from_dict({"submission_id": "a-1", "state": "RUNNING", "progress": {"step": HUGE}})
     assert str(exc.value) == ("status.json: field 'progress': field 'step' must be a non-negative integer up to "
                               f"{10 ** 12} or null {beyond}")
     with pytest.raises(RecordError) as exc:
-        JobStatus.from_dict({"submission_id": "a-1", "state": "RUNNING", "first_loss": float("nan")})
+        StatusFile.from_dict({"submission_id": "a-1", "state": "RUNNING", "first_loss": float("nan")})
     assert str(exc.value) == ("status.json: field 'first_loss' must be a number or null "
                               "(got a number that is not finite)")
 

@@ -2,7 +2,7 @@
 
 import pytest
 from ansible.module_utils.regression import gates as rg
-from ansible.module_utils.verl import metrics as vm
+from ansible.module_utils.verl import metrics
 
 ROWS = [
     {"step": 1, "loss": 0.5, "reward": 0.08, "metrics": {"critic/score/max": 0.22}},
@@ -73,13 +73,13 @@ def test_check_gates_fills_in_last():
 
 
 def test_the_stats_read_metrics_keeps_give_the_verdicts_the_rows_give(tmp_path):
-    """The report reduces each metric over every row as it streams metrics.jsonl (verl_metrics.read_metrics' stats,
+    """The report reduces each metric over every row as it streams metrics.jsonl (verl.metrics.read_metrics' stats,
     issue 31), keeping only a sample of rows: every gate comes out as it does over all the rows."""
-    path = tmp_path / vm.METRICS_FILE
+    path = tmp_path / metrics.METRICS_FILE
     path.write_text("".join(
         f'{{"step":{r["step"]},"data":{{"actor/pg_loss":{r["loss"]},"critic/score/mean":{r["reward"]},'
         f'"critic/score/max":{r["metrics"]["critic/score/max"]}}}}}\n' for r in ROWS))
-    stats = vm.read_metrics(str(path))["stats"]
+    stats = metrics.read_metrics(str(path))["stats"]
     for gate in [{"metric": m, "at": at, "min": -1} for m in ("step", "loss", "reward", "critic/score/max", "kl")
                  for at in rg.REDUCERS]:
         gate = rg.check_gates([gate])[0]

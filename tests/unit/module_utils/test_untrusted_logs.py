@@ -13,9 +13,8 @@ import time
 import pytest
 from ansible.module_utils.base import conventions, files
 from ansible.module_utils.jobs.evidence import driver_log, evidence, hang, progress
-from ansible.module_utils.jobs.record.status import JobStatus
-from ansible.module_utils.verl import diagnosis
-from ansible.module_utils.verl import metrics as vm
+from ansible.module_utils.jobs.record.status import StatusFile
+from ansible.module_utils.verl import diagnosis, metrics
 from blocking import within
 from ray_job_harness import RecordJob
 
@@ -57,10 +56,11 @@ def test_diagnosis_is_linear_in_a_long_line(kind):
 
 
 def test_the_step_search_is_linear_in_a_long_line():
-    assert_linear(vm.last_step_line, step_line)
+    assert_linear(metrics.last_step_line, step_line)
     assert_linear(hang.last_step, step_line)
-    assert_linear(lambda text: vm.fold(vm.new_state(), text), step_line)
-    assert_linear(lambda text: vm.fold(vm.new_state(), text), lambda n: "step:1 - " + " - ".join(["a:1"] * (n // 6)))
+    assert_linear(lambda text: metrics.fold(metrics.new_state(), text), step_line)
+    assert_linear(lambda text: metrics.fold(metrics.new_state(), text),
+                  lambda n: "step:1 - " + " - ".join(["a:1"] * (n // 6)))
 
 
 def test_reading_a_metrics_line_is_linear_in_its_length():
@@ -72,9 +72,9 @@ def test_reading_a_metrics_line_is_linear_in_its_length():
         return '{"step":1,"data":{' + ",".join(f'"k{i}\\u001b":"x"' for i in range(n // 16)) + "}}"
 
     for make in (many, left_out, lambda n: '{"step":1,"data":{"a":"' + "x" * n + '"}}'):
-        assert_linear(vm.file_row, make)
-        assert_linear(lambda line: vm.fold_rows({}, [line]), make)
-    assert len(vm.file_row(many(200_000))[1]) == vm.KEYS_CAP  # a row keeps at most KEYS_CAP keys
+        assert_linear(metrics.file_row, make)
+        assert_linear(lambda line: metrics.fold_rows({}, [line]), make)
+    assert len(metrics.file_row(many(200_000))[1]) == metrics.KEYS_CAP  # a row keeps at most KEYS_CAP keys
 
 
 def test_a_long_line_still_shows_its_signature_at_either_end():
@@ -89,8 +89,8 @@ def test_a_long_line_still_shows_its_signature_at_either_end():
 
 
 def test_huge_numbers_in_a_step_line_are_no_error():
-    assert vm.parse_line("step:" + "9" * 5000 + " - train/loss:1.0") is None
-    assert vm.parse_line("step:1 - train/loss:" + "1" * 5000 + " - a:2") == (1, {"a": 2.0})
+    assert metrics.parse_line("step:" + "9" * 5000 + " - train/loss:1.0") is None
+    assert metrics.parse_line("step:1 - train/loss:" + "1" * 5000 + " - a:2") == (1, {"a": 2.0})
 
 
 # An OSC 52 clipboard write, clear screen and cursor home (7- and 8-bit), BEL, backspace, a bidi override; then CR.
@@ -118,7 +118,7 @@ def running_info():
 
 
 def running():
-    return JobStatus("j-1", state="RUNNING", timeouts={"pending_s": 600}, retries={"max": 0, "on": []})
+    return StatusFile("j-1", state="RUNNING", timeouts={"pending_s": 600}, retries={"max": 0, "on": []})
 
 
 def assert_printable(line):
@@ -187,7 +187,7 @@ def test_a_50_mb_metrics_line_is_skipped_a_capped_look_at_a_time(job, monkeypatc
     state = progress.read_state(job)
     assert (state["bad_lines"], state["last_loss"]) == (1, [3, 1.0])
     assert state["offset"] == os.path.getsize(job.rec["metrics"])
-    assert [row["step"] for row in vm.read_jsonl(job.rec["metrics"])] == [1, 3]  # the report's read skips it too
+    assert [row["step"] for row in metrics.read_jsonl(job.rec["metrics"])] == [1, 3]  # the report's read skips it too
 
 
 @pytest.mark.parametrize("kind", ["symlink", "fifo"])
@@ -205,13 +205,13 @@ def test_a_symlinked_or_fifo_metrics_jsonl_is_never_followed_and_never_blocks(jo
         line = evidence.progress_line(job, running_info(), running(), result["value"])
         shown = re.sub(r" for \d+s;", " for Ns;", line)  # the time in its state may hold "77" itself
         assert "4242" not in shown and "77" not in shown and line.endswith("; step:2 - train/loss:0.5")
-    assert within(5, lambda: vm.read_jsonl(path), path if kind == "fifo" else None)["value"] == []
+    assert within(5, lambda: metrics.read_jsonl(path), path if kind == "fifo" else None)["value"] == []
     assert progress.note(None, "ppo", 2).startswith("no step in metrics.jsonl, but the driver log printed step 2")
 
 
 def _parsed(text):
-    state = vm.new_state()
-    vm.fold(state, text)
+    state = metrics.new_state()
+    metrics.fold(state, text)
     return state
 
 

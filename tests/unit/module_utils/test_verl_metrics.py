@@ -5,7 +5,7 @@ lines of a job that is not verl -> its steps (fold). The drawing moved to module
 import json
 import os
 
-from ansible.module_utils.verl import metrics as vm
+from ansible.module_utils.verl import metrics
 
 # Shapes verl 0.9.1 prints (aggregate_logger.concat_dict_to_str: pprint of each number), trimmed.
 GRPO_LOG = """\
@@ -27,15 +27,15 @@ Final validation metrics: {'val/loss': 5.625}
 
 
 def test_parse_line_reads_every_number_and_skips_words():
-    step, values = vm.parse_line("(pid=3) step:7 - a/b:1.5 - c:np.float32(2.0) - d:abc - e:True - f:-1e-3")
+    step, values = metrics.parse_line("(pid=3) step:7 - a/b:1.5 - c:np.float32(2.0) - d:abc - e:True - f:-1e-3")
     assert step == 7 and values == {"a/b": 1.5, "c": 2.0, "f": -0.001}
-    assert vm.parse_line("no step here - a:1") is None
-    assert vm.parse_line("training/global_step:3 - a:1") is None  # a key, not the line's step
-    assert vm.parse_line("step:3") is None
+    assert metrics.parse_line("no step here - a:1") is None
+    assert metrics.parse_line("training/global_step:3 - a:1") is None  # a key, not the line's step
+    assert metrics.parse_line("step:3") is None
 
 
 def test_console_lines_give_one_row_per_step_with_summary_names():
-    rows = vm.fold(vm.new_state(), GRPO_LOG)
+    rows = metrics.fold(metrics.new_state(), GRPO_LOG)
     assert [r["step"] for r in rows] == [1, 2]
     first, second = rows
     assert first["loss"] == -0.0587 and first["reward"] == 0.0775 and first["kl"] == 0.0
@@ -48,7 +48,7 @@ def test_console_lines_give_one_row_per_step_with_summary_names():
 
 
 def test_sft_console_validation_line_merges_into_its_step():
-    rows = vm.fold(vm.new_state(), SFT_LOG)
+    rows = metrics.fold(metrics.new_state(), SFT_LOG)
     assert [(r["step"], r["loss"]) for r in rows] == [(1, 6.0), (2, 5.75)]
     assert rows[1]["val_loss"] == 5.625 and rows[1]["metrics"]["train/grad_norm"] == 2.9
 
@@ -68,8 +68,8 @@ SFT_FILE = """\
 
 def rows_of(text):
     steps = {}
-    bad = vm.fold_rows(steps, text.splitlines())
-    return vm.rows_of(steps), bad
+    bad = metrics.fold_rows(steps, text.splitlines())
+    return metrics.rows_of(steps), bad
 
 
 def test_file_logger_lines_give_one_row_per_step_with_exact_values_and_summary_names():
@@ -98,44 +98,45 @@ def test_a_repeated_step_takes_the_newest_values():
 
 
 def test_file_row_keeps_only_finite_numbers_under_short_printable_keys():
-    step, values = vm.file_row(json.dumps({"step": 4, "data": {
-        "ok": 1, "f": 0.5, "t": True, "s": "1.0", "n": None, "l": [1], "d": {"a": 1}, "": 1, "k" * (vm.KEY_CAP + 1): 1,
-        "k" * vm.KEY_CAP: 2, "a\x1bb": 1, "tab\t": 1, "\u202e": 1, "é/ü": 3}}))
-    assert step == 4 and values == {"ok": 1, "f": 0.5, "k" * vm.KEY_CAP: 2, "é/ü": 3}
+    step, values = metrics.file_row(json.dumps({"step": 4, "data": {
+        "ok": 1, "f": 0.5, "t": True, "s": "1.0", "n": None, "l": [1], "d": {"a": 1}, "": 1,
+        "k" * (metrics.KEY_CAP + 1): 1, "k" * metrics.KEY_CAP: 2, "a\x1bb": 1, "tab\t": 1, "\u202e": 1, "é/ü": 3}}))
+    assert step == 4 and values == {"ok": 1, "f": 0.5, "k" * metrics.KEY_CAP: 2, "é/ü": 3}
     assert type(values["ok"]) is int
     for line in ('{"step":4,"data":{"a":NaN,"b":-Infinity}}', '{"step":4,"data":{"a":1e999}}'):
-        assert vm.file_row(line) == (4, {})
-    assert vm.file_row('{"step":1,"data":{"a":' + " " * vm.JSONL_LINE_CAP + "1}}") is None  # over the cap: unread
+        assert metrics.file_row(line) == (4, {})
+    over_the_cap = '{"step":1,"data":{"a":' + " " * metrics.JSONL_LINE_CAP + "1}}"
+    assert metrics.file_row(over_the_cap) is None  # unread
 
 
 def test_file_row_refuses_what_is_no_row():
     for line in ("", "not json", "[1]", '"x"', "7", "null", '{"data":{}}', '{"step":"1","data":{}}',
                  '{"step":true,"data":{}}', '{"step":1.0,"data":{}}', '{"step":-1,"data":{}}',
                  '{"step":1,"data":[1]}', '{"step":1,"data":"a:1"}', '{"step":1}', "[" * 100_000):
-        assert vm.file_row(line) is None, line[:40]
+        assert metrics.file_row(line) is None, line[:40]
 
 
 def test_our_own_old_rows_are_read_too():
     """Records from before verl's file logger was used hold our rows: {"step", <summary names>, "metrics"}."""
     old = '{"loss": 6.0, "metrics": {"train/loss": 6.0, "train/lr": 0.001}, "step": 1}'
-    assert vm.file_row(old) == (1, {"train/loss": 6.0, "train/lr": 0.001})
+    assert metrics.file_row(old) == (1, {"train/loss": 6.0, "train/lr": 0.001})
 
 
 def test_read_jsonl_reads_the_record_s_file_skipping_what_is_no_row(tmp_path):
-    path = tmp_path / vm.METRICS_FILE
+    path = tmp_path / metrics.METRICS_FILE
     path.write_text(GRPO_FILE + "not json\n{\"no\": \"step\"}\n" + SFT_FILE.splitlines()[0] + "\n")
-    rows = vm.read_jsonl(str(path))
+    rows = metrics.read_jsonl(str(path))
     assert [r["step"] for r in rows] == [1, 2] and rows[0]["metrics"]["train/loss"] == 6.0  # step 1 logged twice
-    assert vm.read_jsonl(str(tmp_path / "missing")) == []
-    assert vm.series(rows, "reward") == [(1, 0.0775), (2, 0.078)]
-    assert vm.series(rows, "critic/score/max") == [(1, 0.22)]
+    assert metrics.read_jsonl(str(tmp_path / "missing")) == []
+    assert metrics.series(rows, "reward") == [(1, 0.0775), (2, 0.078)]
+    assert metrics.series(rows, "critic/score/max") == [(1, 0.22)]
     path.write_bytes(b"\xff\xfe" + GRPO_FILE.encode())  # undecodable bytes: that line is no row, the rest is read
-    assert [r["step"] for r in vm.read_jsonl(str(path))] == [2]
+    assert [r["step"] for r in metrics.read_jsonl(str(path))] == [2]
 
 
 def test_read_jsonl_never_follows_a_symlink_and_caps_what_it_reads(tmp_path):
     (tmp_path / "head-only.jsonl").write_text(GRPO_FILE)
-    os.symlink(tmp_path / "head-only.jsonl", tmp_path / vm.METRICS_FILE)
-    assert vm.read_jsonl(str(tmp_path / vm.METRICS_FILE)) == []
+    os.symlink(tmp_path / "head-only.jsonl", tmp_path / metrics.METRICS_FILE)
+    assert metrics.read_jsonl(str(tmp_path / metrics.METRICS_FILE)) == []
     first = GRPO_FILE.splitlines(keepends=True)[0]
-    assert [r["step"] for r in vm.read_jsonl(str(tmp_path / "head-only.jsonl"), limit=len(first))] == [1]
+    assert [r["step"] for r in metrics.read_jsonl(str(tmp_path / "head-only.jsonl"), limit=len(first))] == [1]

@@ -7,7 +7,7 @@ import pytest
 import yaml
 from acceptance_filters import ray_verl_acceptance_measure, ray_verl_acceptance_sft
 from ansible.errors import AnsibleFilterError
-from ansible.module_utils.jobspec import render as jobspec_render
+from ansible.module_utils.jobspec import render
 
 from plugin_utils import PROJECT_ROOT, acceptance, jobspec_input
 
@@ -29,13 +29,13 @@ def test_the_measuring_job_runs_the_probe_from_the_shared_root_into_its_record()
                                      site_defaults=site_defaults("lab"), overrides=overrides)
     assert spec.workload == "command" and spec.submission_id == "acc-1-measure"
     assert spec.code_path == "/shared/common/code/acceptance"
-    entry = jobspec_render.render_entrypoint(spec, RC)
+    entry = render.render_entrypoint(spec, RC)
     # The site's Python is a command prefix (as rendered entrypoints use it); the probe's arguments are quoted.
     assert entry.startswith("/root/ray verl/.venv-verl/bin/python -m acceptance_probe ")
     assert shlex.split(entry.split(" -m ", 1)[1]) == [
         "acceptance_probe", "--out", "/shared/jobs/acc-1-measure/checkpoints/acceptance/acceptance.json",
         "--payload-bytes", "1048576", "--warmup", "1", "--timed", "3"]
-    env = jobspec_render.render_runtime_env(spec, RC)["env_vars"]
+    env = render.render_runtime_env(spec, RC)["env_vars"]
     assert env["PYTHONPATH"].split(":")[0] == "/shared/common/code/acceptance"
 
 
@@ -64,7 +64,7 @@ def test_the_sft_trains_the_tiny_assets_over_every_worker(site, nodes, batch, mi
     assert spec.train_files in ("/private/common/tiny/data/train.parquet", ["/private/common/tiny/data/train.parquet"])
     # The batch divides over the ranks (nodes x the site's GPUs a node) and is appended last, so it wins in hydra.
     assert spec.overrides[-2:] == [f"data.train_batch_size={batch}", f"data.micro_batch_size_per_gpu={micro}"]
-    entry = jobspec_render.render_entrypoint(spec, RC)
+    entry = render.render_entrypoint(spec, RC)
     assert f"trainer.nnodes={nodes}" in entry
 
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 from ansible.module_utils.base import redaction
-from ansible.module_utils.jobspec import render as jobspec_render
+from ansible.module_utils.jobspec import render
 from ansible.module_utils.jobspec.model import JobSpecError
 
 from plugin_utils import jobspec_input as ji
@@ -77,10 +77,10 @@ def test_bad_ray_config_names_the_field(specs_dir):
 
 def test_rendering_redacts_secrets_everywhere(specs_dir):
     spec = resolve(specs_dir, {"env.WANDB_API_KEY": SECRET, "env.HF_HOME": "/private/hf"})
-    runtime_env = jobspec_render.render_runtime_env(spec, RC)
-    rendered = redaction.redact({"entrypoint": jobspec_render.render_entrypoint(spec, RC), "runtime_env": runtime_env,
-                                 "entrypoint_options": jobspec_render.entrypoint_options(spec),
-                                 "submit_cmd": jobspec_render.submit_command(spec, RC, runtime_env)},
+    runtime_env = render.render_runtime_env(spec, RC)
+    rendered = redaction.redact({"entrypoint": render.render_entrypoint(spec, RC), "runtime_env": runtime_env,
+                                 "entrypoint_options": render.entrypoint_options(spec),
+                                 "submit_cmd": render.submit_command(spec, RC, runtime_env)},
                                 redaction.DEFAULT_SECRET_ENV_NAMES)
     assert SECRET not in json.dumps(rendered)
     assert rendered["runtime_env"]["env_vars"]["WANDB_API_KEY"] == "<redacted>"

@@ -9,7 +9,7 @@ from ansible.module_utils.base import conventions
 from ansible.module_utils.base import ray_cluster as rc
 from ansible.module_utils.jobs.evidence import evidence
 from ansible.module_utils.jobs.life import follow
-from ansible.module_utils.jobspec import render as jobspec_render
+from ansible.module_utils.jobspec import render
 from ansible.module_utils.testing import patch_module_args
 from ray.job_submission import JobStatus
 from ray_job_harness import (
@@ -66,7 +66,7 @@ def test_submit_writes_the_record_and_pins_the_driver_to_a_worker(ray, ray_confi
     [call] = ray.submitted
     assert call["submission_id"] == SID
     assert call["entrypoint_resources"] == {"worker_node": 1}
-    assert call["entrypoint"] == jobspec_render.render_entrypoint(spec, ray_config)
+    assert call["entrypoint"] == render.render_entrypoint(spec, ray_config)
     assert call["runtime_env"]["env_vars"]["WANDB_API_KEY"] == SECRET  # Ray itself gets the real value
     assert call["metadata"] == {"purpose": "cluster smoke test"}
     assert ray.clients == [("http://10.0.0.10:8265", None)]

@@ -7,7 +7,7 @@ import os
 
 import pytest
 from ansible.module_utils.jobs.evidence import blame, evidence, stacks
-from ansible.module_utils.jobs.record.status import BLAME_WHY, JobStatus
+from ansible.module_utils.jobs.record.status import BLAME_WHY, StatusFile
 from ray_job_harness import RecordJob
 
 W1, W2, W3 = "198.18.0.11", "198.18.0.12", "198.18.0.13"
@@ -105,13 +105,13 @@ def test_the_dump_index_is_read_from_the_record_as_data(tmp_path):
     job = RecordJob(str(tmp_path / "j-1"))
     folder = tmp_path / "j-1" / DUMP
     folder.mkdir(parents=True)
-    stall = JobStatus("j-1", stall={"stacks": DUMP}).stall
+    stall = StatusFile("j-1", stall={"stacks": DUMP}).stall
     assert blame.read_ranks(job, stall) == []  # a dump of an older version: no index
     (folder / stacks.INDEX).write_text(json.dumps([*RANKS, "a row", {"pid": 10 ** 400, "role": ["x"]}]))
     ranks = blame.read_ranks(job, stall)
     assert [r["pid"] for r in ranks] == [5758, 5932, 2368, None] and ranks[3]["role"] is None
     for bad in ("debug/stacks/../../etc", "/etc/passwd", "debug/stacks", None, 7):
-        assert blame.read_ranks(job, JobStatus("j-1", stall={"stacks": bad}).stall) == [], bad
+        assert blame.read_ranks(job, StatusFile("j-1", stall={"stacks": bad}).stall) == [], bad
     (folder / stacks.INDEX).unlink()
     os.symlink(tmp_path / "elsewhere.json", folder / stacks.INDEX)
     (tmp_path / "elsewhere.json").write_text(json.dumps(RANKS))
@@ -242,7 +242,7 @@ def test_only_an_address_status_json_holds_is_a_nodes():
 
 
 def failed(diagnosis="unknown", reason=None, **fields):
-    return JobStatus("j-1", state="FAILED", final=True, reason=reason, diagnosis={"kind": diagnosis}, **fields)
+    return StatusFile("j-1", state="FAILED", final=True, reason=reason, diagnosis={"kind": diagnosis}, **fields)
 
 
 SUMMARY = {"job_id": JOB, "driver_node_id": "aa11", "start_time": 1000, "end_time": 2000}
@@ -262,7 +262,7 @@ def test_evidence_that_points_at_no_node_blames_none(tmp_path, diagnosis, text):
 def test_a_job_that_did_not_fail_or_never_ran_blames_none(tmp_path):
     job = RecordJob(str(tmp_path / "j-1"))
     dead = [dict(n, state="DEAD") for n in NODES]
-    for status in (JobStatus("j-1", state="SUCCEEDED"), JobStatus("j-1", state="STOPPED", reason="STOPPED_BY_USER"),
+    for status in (StatusFile("j-1", state="SUCCEEDED"), StatusFile("j-1", state="STOPPED", reason="STOPPED_BY_USER"),
                    failed("resources_pending", reason="PENDING_TIMEOUT")):
         assert blame.find(job, status, SUMMARY, dead, ACTORS) == []
 

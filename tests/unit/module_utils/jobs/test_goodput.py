@@ -9,7 +9,7 @@ import types
 from ansible.module_utils.base import conventions
 from ansible.module_utils.jobs.evidence import evidence, goodput
 from ansible.module_utils.jobs.record import record as jr
-from ansible.module_utils.jobs.record.status import JobStatus
+from ansible.module_utils.jobs.record.status import StatusFile
 from ray_job_harness import SECRET, action, make_action, module_result
 
 T0 = 1_767_225_600_000  # ms
@@ -21,7 +21,7 @@ def at(seconds):
 
 
 def job(sid, state="SUCCEEDED", final=True, **fields):
-    return JobStatus.from_dict({"submission_id": sid, "state": state, "final": final, **fields})
+    return StatusFile.from_dict({"submission_id": sid, "state": state, "final": final, **fields})
 
 
 def adds_up(found):
@@ -95,11 +95,11 @@ def test_missing_fields_cost_nothing_and_an_unreadable_member_is_noted():
     assert found["note"] == "not counted (no readable record): x-r1; no submission or start time known"
     assert goodput.text(found) == ""
     # values of the wrong kind or out of bounds (not through from_dict: as a record shaped by anyone could hold them)
-    odd = JobStatus(submission_id="o", state="FAILED", final=True, submitted_at=at(0), end_time=True,
+    odd = StatusFile(submission_id="o", state="FAILED", final=True, submitted_at=at(0), end_time=True,
                     start_time=-5, phases={"pending_s": float("nan")},
                     progress={"step": 10 ** 40, "step_at": "soon", "step_s": ["x", float("inf"), 1e400, None]},
                     stall={"detected_at": 2 ** 70}, outages=[{"seconds": True}, {"seconds": -3}, {"seconds": 1e30}])
-    later = JobStatus(submission_id="o-r1", state="SUCCEEDED", final=True, submitted_at=[1], start_time=at(50),
+    later = StatusFile(submission_id="o-r1", state="SUCCEEDED", final=True, submitted_at=[1], start_time=at(50),
                       end_time=at(80), resumed_from={"step": "7", "path": 3}, progress={"step": -1})
     found = adds_up(goodput.account([("o", odd), ("o-r1", later)], at(100)))
     assert found["wall_s"] == 80 and found["outages_s"] == 80 and found["productive_s"] == 0  # capped at the wall
@@ -116,7 +116,7 @@ def test_the_parts_add_up_to_the_wall_for_any_chain():
         for i in range(rng.randint(1, 4)):
             fields = {k: rng.choice([at(rng.randint(0, 900)), value()])
                       for k in ("submitted_at", "start_time", "end_time", "updated_at")}
-            status = JobStatus(submission_id=f"r-{i}", state=rng.choice(["FAILED", "SUCCEEDED", "RUNNING"]),
+            status = StatusFile(submission_id=f"r-{i}", state=rng.choice(["FAILED", "SUCCEEDED", "RUNNING"]),
                                final=rng.random() < 0.8, phases={"pending_s": value()},
                                progress={"step": value(), "step_at": at(rng.randint(0, 900)), "step_s": [value()]},
                                stall={"detected_at": value()}, resumed_from={"step": value(), "path": None},
@@ -144,7 +144,7 @@ def test_finalize_keeps_the_chain_goodput_in_the_first_jobs_record_and_the_final
     kept = goodput.record(root, RESUMED, now=at(999))
     status = read(root, "c")
     assert status["goodput"] == kept and status["goodput"]["productive_s"] == 503 and status["state"] == "FAILED"
-    assert JobStatus.from_dict(status).goodput.restart_s == 70 and read(root, "c-r1")["goodput"] is None
+    assert StatusFile.from_dict(status).goodput.restart_s == 70 and read(root, "c-r1")["goodput"] is None
     shown = evidence.final_line(types.SimpleNamespace(sid="c-r1", config=types.SimpleNamespace(shared_root=root)),
                                 RESUMED)
     assert shown == "c-r1: SUCCEEDED; goodput 76% (lost: pending 7 s, detection 60 s, restart 70 s, recomputed 20 s)"

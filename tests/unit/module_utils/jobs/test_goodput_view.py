@@ -1,5 +1,5 @@
 """jobs/evidence/goodput.py's read helpers: a chain as status.yml and the regression report show it (view), and
-the chains written last (recent); every record is read through JobStatus, and one the model refuses is unreadable."""
+the chains written last (recent); every record is read through StatusFile, and one the model refuses is unreadable."""
 
 import json
 import os

@@ -3,8 +3,8 @@
 import pytest
 from ansible.module_utils.base import conventions
 from ansible.module_utils.jobs.evidence import driver_log, hang, progress
-from ansible.module_utils.jobs.record.status import JobStatus
-from ansible.module_utils.verl import metrics as vm
+from ansible.module_utils.jobs.record.status import StatusFile
+from ansible.module_utils.verl import metrics
 
 MIN = 60_000
 
@@ -14,7 +14,7 @@ def log(*steps):
 
 
 def running(**timeouts):
-    return JobStatus("j-1", state="RUNNING", timeouts={"pending_s": 600, "max_run_s": None, **timeouts},
+    return StatusFile("j-1", state="RUNNING", timeouts={"pending_s": 600, "max_run_s": None, **timeouts},
                      retries={"max": 0, "on": []})
 
 
@@ -59,8 +59,8 @@ def test_a_job_whose_step_stopped_moving_is_hung_once_per_stall():
 
 def with_metrics(text, last_step):
     """The log as driver_log.refresh_log gives it: its console parse, and the state of verl's metrics.jsonl."""
-    parsed = vm.new_state()
-    vm.fold(parsed, text)
+    parsed = metrics.new_state()
+    metrics.fold(parsed, text)
     return driver_log.log_text(text, parsed, metrics={**progress.new_state(), "last_step": last_step})
 
 

@@ -9,8 +9,8 @@ import pytest
 from ansible.module_utils.jobs.evidence import driver_log as dl
 from ansible.module_utils.jobs.evidence import evidence, hang
 from ansible.module_utils.jobs.record import record as jr
-from ansible.module_utils.jobs.record.status import JobStatus
-from ansible.module_utils.verl import metrics as vm
+from ansible.module_utils.jobs.record.status import StatusFile
+from ansible.module_utils.verl import metrics
 
 SECRET = "hf_0123456789abcdef"
 
@@ -77,8 +77,8 @@ def sidecar(job):
 
 def test_a_poll_costs_what_the_log_gained_not_its_size(job, monkeypatch):
     folded = []
-    fold = vm.fold
-    monkeypatch.setattr(vm, "fold", lambda state, text, **kw: folded.append(text) or fold(state, text, **kw))
+    fold = metrics.fold
+    monkeypatch.setattr(metrics, "fold", lambda state, text, **kw: folded.append(text) or fold(state, text, **kw))
     job.client.text = f"token {SECRET}\n" + "".join(f"noise line {i} " + "x" * 80 + "\n" for i in range(20000))
     job.client.text += step(1)
     log = dl.refresh_log(job)  # the first look: the whole log, streamed
@@ -170,9 +170,9 @@ def test_a_corrupt_sidecar_means_the_log_is_taken_whole(job):
     path = os.path.join(os.path.dirname(job.rec["driver_log"]), dl.PARSED_FILE)
     digest = "0" * 64
     for bad in ('{"offset": "x"}', "[1]", "not json",
-                json.dumps({"offset": 1, "log_bytes": 0, "lines": 1, "parsed": vm.new_state(),
+                json.dumps({"offset": 1, "log_bytes": 0, "lines": 1, "parsed": metrics.new_state(),
                             "anchor": {"size": 1, "sha": digest, "last": "short"}}),
-                json.dumps({"offset": 1, "log_bytes": 0, "lines": 1, "parsed": vm.new_state(),
+                json.dumps({"offset": 1, "log_bytes": 0, "lines": 1, "parsed": metrics.new_state(),
                             "anchor": {"size": 0, "sha": digest, "last": digest}})):
         with open(path, "w", encoding="utf-8") as handle:
             handle.write(bad)
@@ -221,7 +221,7 @@ def test_the_anchor_is_found_once_or_not_at_all():
 
 
 def test_progress_is_tracked_from_the_parse(job):
-    status = JobStatus("j-1", state="RUNNING", timeouts={"pending_s": 600}, retries={"max": 0, "on": []})
+    status = StatusFile("j-1", state="RUNNING", timeouts={"pending_s": 600}, retries={"max": 0, "on": []})
     job.client.text = step(1) + step(2)
     hang.track(status, dl.refresh_log(job), 0)
     assert status.progress.step == 2 and status.progress.log_bytes == len(job.client.text)

@@ -7,7 +7,7 @@ from ansible.module_utils.base.files import UnsafeFile
 from ansible.module_utils.jobs.life import reconcile
 from ansible.module_utils.jobs.record import open_index
 from ansible.module_utils.jobs.record import record as jr
-from ansible.module_utils.jobs.record.status import JobStatus
+from ansible.module_utils.jobs.record.status import StatusFile
 
 
 def make(root, sid, final=None):
@@ -17,7 +17,7 @@ def make(root, sid, final=None):
     open_index.add(out)
     if final is not None:
         rec = jr.Record(out, sid)
-        rec.save_status(JobStatus(sid, state="SUCCEEDED" if final else "RUNNING", final=final))
+        rec.save_status(StatusFile(sid, state="SUCCEEDED" if final else "RUNNING", final=final))
     return out
 
 
@@ -29,7 +29,7 @@ def test_a_record_is_listed_from_creation_until_its_status_is_final(tmp_path):
     root = str(tmp_path)
     out = make(root, "job-a", final=False)
     assert "job-a" in index(root)
-    jr.Record(out, "job-a").save_status(JobStatus("job-a", state="SUCCEEDED", final=True))
+    jr.Record(out, "job-a").save_status(StatusFile("job-a", state="SUCCEEDED", final=True))
     assert "job-a" not in index(root)
 
 

@@ -8,7 +8,7 @@ import os
 import pytest
 from ansible.module_utils.base import files
 from ansible.module_utils.jobs.evidence import progress
-from ansible.module_utils.verl import metrics as vm
+from ansible.module_utils.verl import metrics
 from ray_job_harness import RecordJob, file_logger_line
 
 LOSS = "train/loss"
@@ -346,12 +346,12 @@ def test_note_says_nothing_for_a_job_that_is_not_verl(workload):
 
 
 def test_read_jsonl_and_refresh_agree_on_the_rows(job):
-    """The report (verl_metrics.read_jsonl) and a follower (progress) read the same file the same way."""
+    """The report (verl.metrics.read_jsonl) and a follower (progress) read the same file the same way."""
     job.log_metrics(1, {"actor/pg_loss": 0.5, "critic/score/mean": 0.25})
     job.write_metrics(b"not a row\n")
     job.log_metrics(2, {"actor/pg_loss": 0.25, "critic/score/mean": 0.5})
     state = progress.refresh(job, final=True)
-    rows = vm.read_jsonl(job.rec["metrics"])
+    rows = metrics.read_jsonl(job.rec["metrics"])
     assert [(r["step"], r["loss"]) for r in rows] == [(1, 0.5), (2, 0.25)]
     assert (state["first_loss"], state["last_loss"], state["last"]) == ([1, 0.5], [2, 0.25], {"loss": 0.25,
                                                                                             "reward": 0.5})

@@ -9,7 +9,7 @@ import pytest
 from ansible.module_utils.jobs.evidence import evidence
 from ansible.module_utils.jobs.record import record as jr
 from ansible.module_utils.jobs.record.status import final_state
-from ansible.module_utils.verl import metrics as vm
+from ansible.module_utils.verl import metrics
 
 # What verl's console logger prints (Ray prefixes the driver's lines with the actor).
 LOG = """\
@@ -35,7 +35,7 @@ def test_paths_layout(tmp_path):
     assert p["status_pre"] == os.path.join(job, "debug", "ray_status_pre.txt")
     assert p["status"] == os.path.join(job, "status.json")
     # verl's loggers write these (VERL_FILE_LOGGER_PATH, TENSORBOARD_DIR); a follower keeps how far it read.
-    assert p["metrics"] == os.path.join(job, vm.METRICS_FILE) == os.path.join(job, "metrics.jsonl")
+    assert p["metrics"] == os.path.join(job, metrics.METRICS_FILE) == os.path.join(job, "metrics.jsonl")
     assert p["tensorboard"] == os.path.join(job, "tensorboard")
     assert p["metrics_state"] == os.path.join(job, "logs", "metrics.state.json")
     # Every file lives in the job directory itself or in one of the LAYOUT subdirectories.
@@ -152,28 +152,28 @@ def test_read_json_missing_broken_or_directory_is_none(tmp_path):
 
 
 def test_last_step_line_is_the_newest_step_line_stripped():
-    assert vm.last_step_line(LOG) == "step:4 - train/loss:4.75e-01 - train/grad_norm:1.2 - " \
+    assert metrics.last_step_line(LOG) == "step:4 - train/loss:4.75e-01 - train/grad_norm:1.2 - " \
                                      "timing_s/step:0.51"
-    assert vm.last_step_line("  step:7 - train/loss:1.0  \n") == "step:7 - train/loss:1.0"
+    assert metrics.last_step_line("  step:7 - train/loss:1.0  \n") == "step:7 - train/loss:1.0"
 
 
 def test_last_step_line_ignores_lines_that_only_look_like_steps():
-    assert vm.last_step_line("global_step:5\nsaved global_step_5\nno steps here\n") is None
-    assert vm.last_step_line("") is None
+    assert metrics.last_step_line("global_step:5\nsaved global_step_5\nno steps here\n") is None
+    assert metrics.last_step_line("") is None
 
 
 def test_last_step_line_is_cut_to_width():
     line = "step:12 - " + " - ".join(f"actor/metric_{i}:{i}.000" for i in range(40))
-    cut = vm.last_step_line(line)
+    cut = metrics.last_step_line(line)
     assert len(cut) == 200 and cut.endswith("...") and cut.startswith("step:12 - ")
-    assert vm.last_step_line(line, width=20) == line[:17] + "..."
-    assert vm.last_step_line("step:1 - a:1", width=12) == "step:1 - a:1"
+    assert metrics.last_step_line(line, width=20) == line[:17] + "..."
+    assert metrics.last_step_line("step:1 - a:1", width=12) == "step:1 - a:1"
 
 
 def console_losses(text):
     """(first, last) [step, loss] of a log's console step lines, as a job that is not verl gets them (fold)."""
-    state = vm.new_state()
-    vm.fold(state, text)
+    state = metrics.new_state()
+    metrics.fold(state, text)
     return state["first_loss"], state["last_loss"]
 
 
@@ -196,9 +196,9 @@ def test_losses_survive_a_non_numeric_loss():
 def test_losses_from_verl_file_logger_lines():
     """What a verl job's record takes them from: metrics.jsonl rows (SFT's train/loss, PPO's actor/pg_loss), exact."""
     steps = {}
-    bad = vm.fold_rows(steps, ['{"step":1,"data":{"train/loss":6.0625123}}', '{"step":2,"data":{"val/loss":5.9}}',
+    bad = metrics.fold_rows(steps, ['{"step":1,"data":{"train/loss":6.0625123}}', '{"step":2,"data":{"val/loss":5.9}}',
                                '{"step":3,"data":{"actor/pg_loss":-1e-07,"train/loss":NaN}}'])
-    rows = vm.rows_of(steps)
+    rows = metrics.rows_of(steps)
     assert bad == 0 and [(r["step"], r.get("loss")) for r in rows] == [(1, 6.0625123), (2, None), (3, -1e-07)]
 
 
@@ -224,4 +224,4 @@ def test_phases():
 
 def test_step_line_drops_rays_coloured_actor_prefix():
     line = "\x1b[36m(TaskRunnerV1 pid=68764)\x1b[0m step:2 - actor/pg_loss:-0.01"
-    assert vm.last_step_line("noise\n" + line + "\n") == "step:2 - actor/pg_loss:-0.01"
+    assert metrics.last_step_line("noise\n" + line + "\n") == "step:2 - actor/pg_loss:-0.01"

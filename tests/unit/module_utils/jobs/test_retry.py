@@ -2,11 +2,11 @@
 
 import pytest
 from ansible.module_utils.jobs.record import retry
-from ansible.module_utils.jobs.record.status import JobStatus
+from ansible.module_utils.jobs.record.status import StatusFile
 
 
 def failed(reason=None, kind="hung", on=("hung",), max_=1, state="FAILED", final=True):
-    return JobStatus.from_dict({"submission_id": "j", "state": state, "final": final, "reason": reason,
+    return StatusFile.from_dict({"submission_id": "j", "state": state, "final": final, "reason": reason,
                                 "retries": {"max": max_, "on": list(on)},
                                 "diagnosis": {"kind": kind} if kind else None}, where="test")
 

@@ -11,7 +11,7 @@ from ansible.module_utils.jobs.evidence import hang
 from ansible.module_utils.jobs.life import reconcile
 from ansible.module_utils.jobs.record import open_index
 from ansible.module_utils.jobs.record import record as jr
-from ansible.module_utils.jobs.record.status import JobStatus
+from ansible.module_utils.jobs.record.status import StatusFile
 
 SECRET = "hf_0123456789abcdef"
 
@@ -135,7 +135,7 @@ def test_a_log_with_carriage_returns_is_streamed_whole_every_look(job):
 def test_a_look_without_ray_keeps_the_logs_size_for_hang_tracking(job):
     job.client.text = "".join(f"waiting for the collective {i:07d} " + "." * 60 + "\n" for i in range(15000))
     first = dl.refresh_log(job)  # 1.5 MB, no steps: hang detection goes by the log's size
-    status = JobStatus("j-1", state="RUNNING")
+    status = StatusFile("j-1", state="RUNNING")
     hang.track(status, first, 1_000)
     job.client.down = True  # the driver's node stops answering (or another run holds the log lock: LockTimeout)
     again = dl.refresh_log(job)

@@ -9,7 +9,15 @@ import pytest
 from ansible.module_utils.base import files, model
 from ansible.module_utils.jobs.record import record as jr
 from ansible.module_utils.jobs.record import status as js
-from ansible.module_utils.jobs.record.status import FIELDS, STATES, TERMINAL, JobStatus, Merge, RecordError, json_schema
+from ansible.module_utils.jobs.record.status import (
+    FIELDS,
+    STATES,
+    TERMINAL,
+    Merge,
+    RecordError,
+    StatusFile,
+    json_schema,
+)
 
 from plugin_utils import PROJECT_ROOT
 from plugin_utils.schemas import schema_text
@@ -19,11 +27,11 @@ SECRET = "hf_0123456789abcdefSECRET"
 
 def test_every_field_round_trips_and_unknown_keys_are_kept():
     data = {"submission_id": "a-1", "state": "RUNNING", "by": "another tool", "timeouts": {"pending_s": 5}}
-    status = JobStatus.from_dict(data)
+    status = StatusFile.from_dict(data)
     assert status.state == "RUNNING" and status.final is False and status.attempts == []
     assert status.extra == {"by": "another tool"}
     out = status.to_dict()
-    assert set(out) == {f.name for f in FIELDS} | {"by"} and JobStatus.from_dict(out) == status
+    assert set(out) == {f.name for f in FIELDS} | {"by"} and StatusFile.from_dict(out) == status
 
 
 @pytest.mark.parametrize(("data", "field"), [
@@ -44,41 +52,41 @@ def test_every_field_round_trips_and_unknown_keys_are_kept():
 ])
 def test_a_field_of_the_wrong_type_is_one_line_naming_the_file_and_field(data, field):
     with pytest.raises(RecordError) as exc:
-        JobStatus.from_dict(data, where="/p/jobs/a-1/status.json")
+        StatusFile.from_dict(data, where="/p/jobs/a-1/status.json")
     message = str(exc.value)
     assert message.startswith("/p/jobs/a-1/status.json: ") and f"'{field}'" in message and "\n" not in message
 
 
 def test_an_error_never_quotes_the_value():
     with pytest.raises(RecordError) as exc:
-        JobStatus.from_dict({"submission_id": "a-1", "state": "RUNNING", "message": {"token": SECRET}})
+        StatusFile.from_dict({"submission_id": "a-1", "state": "RUNNING", "message": {"token": SECRET}})
     assert SECRET not in str(exc.value)
 
 
 def test_the_field_table_and_the_class_name_the_same_fields():
-    assert [f.name for f in dataclasses.fields(JobStatus) if f.name != "extra"] == [f.name for f in FIELDS]
+    assert [f.name for f in dataclasses.fields(StatusFile) if f.name != "extra"] == [f.name for f in FIELDS]
 
 
 def test_states_say_which_are_terminal():
     assert set(TERMINAL) <= set(STATES) and all(STATES.values())
-    assert JobStatus("a", state="STOPPED").is_terminal() and not JobStatus("a", state="UNKNOWN").is_terminal()
+    assert StatusFile("a", state="STOPPED").is_terminal() and not StatusFile("a", state="UNKNOWN").is_terminal()
 
 
 def test_a_final_record_is_never_written_over():
-    recorded = JobStatus("a", state="STOPPED", final=True, reason="STOPPED_BY_USER")
-    mine = JobStatus("a", state="SUCCEEDED", final=True)
+    recorded = StatusFile("a", state="STOPPED", final=True, reason="STOPPED_BY_USER")
+    mine = StatusFile("a", state="SUCCEEDED", final=True)
     assert mine.merge(recorded) is Merge.ALREADY_FINAL and mine == recorded and mine is not recorded
 
 
 def test_a_reason_another_run_gave_is_kept():
-    running = JobStatus("a", state="RUNNING")
-    assert running.merge(JobStatus("a", state="RUNNING", reason="SLURM_ALLOCATION_ENDING")) is Merge.WRITE
+    running = StatusFile("a", state="RUNNING")
+    assert running.merge(StatusFile("a", state="RUNNING", reason="SLURM_ALLOCATION_ENDING")) is Merge.WRITE
     assert running.reason == "SLURM_ALLOCATION_ENDING"
-    final = JobStatus("a", state="STOPPED", final=True, ray_status="STOPPED")
-    assert final.merge(JobStatus("a", state="RUNNING"), stop_request="STOPPED_BY_USER") is Merge.REASON_GIVEN
+    final = StatusFile("a", state="STOPPED", final=True, ray_status="STOPPED")
+    assert final.merge(StatusFile("a", state="RUNNING"), stop_request="STOPPED_BY_USER") is Merge.REASON_GIVEN
     assert final.reason == "STOPPED_BY_USER"
     # A job that failed on its own keeps its diagnosis: a stop request explains only a job Ray STOPPED.
-    failed = JobStatus("a", state="FAILED", final=True, ray_status="FAILED")
+    failed = StatusFile("a", state="FAILED", final=True, ray_status="FAILED")
     assert failed.merge(None, stop_request="STOPPED_BY_USER") is Merge.WRITE and failed.reason is None
 
 
@@ -113,7 +121,7 @@ def test_a_status_json_that_cannot_be_read_is_never_replaced(tmp_path):
     record = jr.Record(str(out), "x-1")
     assert record.status().state == "UNKNOWN"
     with pytest.raises(jr.UnreadableStatus) as exc:
-        record.save_status(JobStatus("x-1", state="RUNNING"))
+        record.save_status(StatusFile("x-1", state="RUNNING"))
     assert str(exc.value).startswith(f"{out / 'status.json'}: cannot be read") and (out / "status.json").is_dir()
 
 
@@ -121,9 +129,9 @@ def test_a_status_that_is_not_valid_is_never_written(tmp_path):
     out = tmp_path / "x-1"
     jr.create_exclusive(str(out))
     record = jr.Record(str(out), "x-1")
-    record.save_status(JobStatus("x-1", state="RUNNING"))
+    record.save_status(StatusFile("x-1", state="RUNNING"))
     with pytest.raises(RecordError, match="field 'state'"):
-        record.save_status(JobStatus("x-1", state=None))
+        record.save_status(StatusFile("x-1", state=None))
     assert record.status().state == "RUNNING"
 
 
@@ -140,7 +148,7 @@ def test_the_published_schema_matches_the_model_and_accepts_what_the_module_writ
     jsonschema = pytest.importorskip("jsonschema")
     validator = jsonschema.Draft202012Validator(json_schema())
     jsonschema.Draft202012Validator.check_schema(json_schema())
-    written = JobStatus("a-1", state="FAILED", final=True, reason="PENDING_TIMEOUT", timeouts={"pending_s": 5},
+    written = StatusFile("a-1", state="FAILED", final=True, reason="PENDING_TIMEOUT", timeouts={"pending_s": 5},
                         retries={"max": 1, "on": ["node_died"]}, phases={"submit_s": 0.1}, attempts=["a-1-r1"],
                         diagnosis={"kind": "resources_pending", "evidence": None, "hint": "h"})
     validator.validate(json.loads(json.dumps(written.to_dict())))
@@ -149,8 +157,8 @@ def test_the_published_schema_matches_the_model_and_accepts_what_the_module_writ
 
 
 def test_an_outage_another_run_noted_meanwhile_is_kept():
-    mine = JobStatus("j-1", state="RUNNING", outages=[{"from": 1, "to": 5, "seconds": 0.004, "seen_by": "wait"}])
-    theirs = JobStatus("j-1", state="RUNNING", outages=[
+    mine = StatusFile("j-1", state="RUNNING", outages=[{"from": 1, "to": 5, "seconds": 0.004, "seen_by": "wait"}])
+    theirs = StatusFile("j-1", state="RUNNING", outages=[
         {"from": 2, "to": 5, "seconds": 0.003, "seen_by": "reconcile"},
         {"from": 7, "to": 9, "seconds": 0.002, "seen_by": "reconcile"}])
     assert mine.merge(theirs) is Merge.WRITE
@@ -158,7 +166,7 @@ def test_an_outage_another_run_noted_meanwhile_is_kept():
 
 
 def test_every_object_of_status_json_is_a_typed_part_made_from_its_field():
-    blank = JobStatus("a-1")
+    blank = StatusFile("a-1")
     objects = [f for f in FIELDS if f.kind == "object"]
     assert {"timeouts", "retries", "phases", "preflight", "diagnosis", "resumed_from", "progress", "stall",
             "goodput"} == {f.name for f in objects}
@@ -168,7 +176,7 @@ def test_every_object_of_status_json_is_a_typed_part_made_from_its_field():
     outages = next(f for f in FIELDS if f.name == "outages")
     assert js.Outage is model.part_class(outages.item) and js.Stall.FIELD is next(f for f in objects
                                                                                  if f.name == "stall")
-    read = JobStatus.from_dict({"submission_id": "a-1", "state": "RUNNING", "outages": [
+    read = StatusFile.from_dict({"submission_id": "a-1", "state": "RUNNING", "outages": [
         {"from": 1, "to": 2, "seconds": 0.001, "seen_by": "wait"}], "diagnosis": {"kind": "hung", "evidence": {
             "file": "f", "line": "l"}}, "retries": {"max": 1, "on": ["hung"]}})
     assert read.outages[0].from_ == 1 and read.diagnosis.evidence.line == "l" and read.retries.on == ["hung"]
@@ -184,7 +192,7 @@ def test_a_status_json_written_before_parts_were_typed_is_written_back_the_same(
                "diagnosis": {"kind": "unknown", "evidence": None, "hint": "h"}, "resumed_from": {},
                "progress": {"step": None, "step_at": 1, "log_bytes": 0, "log_at": 1, "step_s": [], "newer": 1},
                "stall": None, "outages": [{"from": 1, "to": 2, "seconds": 0.001, "seen_by": "wait", "by": "x"}]}
-    written = JobStatus.from_dict(json.loads(json.dumps(on_disk))).to_dict()
+    written = StatusFile.from_dict(json.loads(json.dumps(on_disk))).to_dict()
     assert {k: v for k, v in written.items() if k in on_disk} == on_disk
     assert all(written[f.name] in (None, False, []) for f in FIELDS if f.name not in on_disk)
 
