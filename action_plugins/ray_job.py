@@ -39,7 +39,7 @@ ARGUMENT_SPEC = {**options.argument_spec("action"), "ray_config": {"type": "dict
                  "token_path": {"type": "path", "no_log": False}}
 
 
-def follow(poll, show):
+def poll_until_final(poll, show):
     """Poll a job until its record is final, showing each poll's progress line.
 
     poll() runs one short module `wait` call and returns its result; show(line) prints a line.
@@ -300,5 +300,5 @@ class ActionModule(ActionBase):
                         del args["last_seen_ms"]
                 return result
 
-        last, _ = follow(poll, self._show)
+        last, _ = poll_until_final(poll, self._show)
         return last

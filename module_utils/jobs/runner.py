@@ -16,7 +16,7 @@ from ansible.module_utils.jobspec import model as js
 
 # Where Ray's client raises from (its SDK, HTTP and its libraries): an error raised there is Ray's, whatever its type.
 _RAY_PACKAGES = ("ray", "requests", "urllib3", "aiohttp")
-ACTIONS = {"wait": follow.follow, "stop": follow.stop, "status": follow.status_action, "logs": follow.logs_action,
+ACTIONS = {"wait": follow.wait_action, "stop": follow.stop, "status": follow.status_action, "logs": follow.logs_action,
            "next": chain.next_action, "resume": chain.resume_action, "stacks": stacks.stacks_action}
 
 

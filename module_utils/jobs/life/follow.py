@@ -15,7 +15,7 @@ LOG_TAIL_LINES = 100
 LOG_TAIL_BYTES = 1 << 20
 
 
-def follow(module, job):
+def wait_action(module, job):
     """action=wait: follow the job for up to poll_s seconds, a cheap step (Ray's state, the job's timeouts) each
     second and a whole one (progress, hang) at the end, as the watcher takes it (step.py)."""
     status = job.status()

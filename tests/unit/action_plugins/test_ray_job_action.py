@@ -17,7 +17,7 @@ def test_follow_shows_a_line_per_poll_and_has_no_cap():
     results = [{"progress": f"j: RUNNING for {20 * i}s", "done": False, "changed": i == 1} for i in range(1, 1000)]
     results.append({"progress": "j: SUCCEEDED", "done": True, "state": "SUCCEEDED"})
     feed, shown = iter(results), []
-    last, polls = action.follow(lambda: next(feed), shown.append)
+    last, polls = action.poll_until_final(lambda: next(feed), shown.append)
     assert polls == 1000 and len(shown) == 1000 and shown[-1] == "j: SUCCEEDED"
     assert last["state"] == "SUCCEEDED" and last["changed"] is True  # an earlier poll wrote the record
 
@@ -25,7 +25,7 @@ def test_follow_shows_a_line_per_poll_and_has_no_cap():
 def test_follow_stops_at_a_failed_poll():
     feed = iter([{"progress": "j: RUNNING", "done": False}, {"failed": True, "msg": "Ray does not know this job"}])
     shown = []
-    last, polls = action.follow(lambda: next(feed), shown.append)
+    last, polls = action.poll_until_final(lambda: next(feed), shown.append)
     assert polls == 2 and last["failed"] and shown == ["j: RUNNING"]
 
 
@@ -46,7 +46,7 @@ def test_a_job_without_max_run_s_is_followed_past_the_old_cap(ray, ray_config, c
         return module_result(capsys, action="wait", submission_id=sid, ray_config=ray_config, poll_s=20)
 
     shown = []
-    last, count = action.follow(poll, shown.append)
+    last, count = action.poll_until_final(poll, shown.append)
     assert count == polls and len(shown) == polls
     assert last["done"] and last["state"] == "SUCCEEDED" and ray.stopped == []
     elapsed = [int(m.group(1)) for m in (re.search(r"RUNNING for (\d+)s", line) for line in shown) if m]
@@ -59,7 +59,7 @@ def test_a_job_with_max_run_s_is_stopped_by_its_own_timeout(ray, ray_config, cap
     sid = module_result(capsys, spec=spec, ray_config=ray_config)["submission_id"]
     ray.set(sid, "RUNNING", driver_node_id="n-w1", start_time=int(ray.clock.now * 1000))
     shown = []
-    last, count = action.follow(
+    last, count = action.poll_until_final(
         lambda: module_result(capsys, action="wait", submission_id=sid, ray_config=ray_config, poll_s=20),
         shown.append)
     assert last["state"] == "FAILED" and last["status"]["reason"] == "DEADLINE_EXCEEDED" and 5 <= count <= 7
