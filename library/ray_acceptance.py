@@ -184,10 +184,10 @@ def main():
             base = p["shared_root"]
             jobs = {"measure": measure, "sft": sft}
             files.write_json(os.path.join(run_dir, "result.json"),
-                          report.record(verdict, p["run_id"], result, jobs), base=base)
+                             report.record(verdict, p["run_id"], result, jobs), base=base)
             files.write_atomic(os.path.join(run_dir, "table.txt"), ("\n".join(lines) + "\n").encode("utf-8"), base=base)
             files.write_atomic(os.path.join(run_dir, "junit.xml"),
-                            report.junit(verdict, p["run_id"]).encode("utf-8"), base=base)
+                               report.junit(verdict, p["run_id"]).encode("utf-8"), base=base)
     except (OSError, ValueError) as exc:
         module.fail_json(msg=f"acceptance report {p['run_id']}: {conventions.one_line(exc, 300)}", table=lines)
     module.exit_json(changed=not module.check_mode, ok=verdict["ok"], failures=verdict["failures"], table=lines,

@@ -168,7 +168,7 @@ def run(module):
             p["token_path"])).list_jobs()], rc.list_actor_summaries(url), node["node_id"]) if node else []
     found, problems = cordons.read_all(shared_root, whole=True)
     changes = cordons.sync(lambda: cordons.cordoned(shared_root), nodes,
-                               lambda: cordons.list_groups(url), address, check=module.check_mode)
+                           lambda: cordons.list_groups(url), address, check=module.check_mode)
     result["changed"] = result["changed"] or changes["changed"]
     if not module.check_mode:
         result["held"] = cordons.wait_held(lambda: cordons.list_groups(url), sorted(

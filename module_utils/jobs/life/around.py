@@ -109,7 +109,7 @@ def go_around(module, job, status):
         job.record.note_cordoned(fresh)
     found, problems = cordons.read_all(config.shared_root)
     changes = cordons.sync(lambda: cordons.cordoned(config.shared_root), nodes,
-                               lambda: cordons.list_groups(url), config.address, check=module.check_mode)
+                           lambda: cordons.list_groups(url), config.address, check=module.check_mode)
     want_nodes, want_gpus = needs(read_json(job.rec["job_spec"], base=job.rec["dir"]))
     free = healthy(nodes, set(found) | set(fresh), want_gpus)
     result = job.result(status, "", cordoned=fresh, healthy=free, problems=problems)
@@ -121,7 +121,7 @@ def go_around(module, job, status):
                      f"job.yml -e id={job.sid} -e do=resume", **result)
     waited = [ip for ip in fresh if ip in known and ip not in changes["absent"]]  # a dead node takes no work
     held = result["held"] = (cordons.wait_held(lambda: cordons.list_groups(url), waited, HOLD_WAIT_S,
-                                                   nodes=nodes) if waited and not module.check_mode else {})
+                                               nodes=nodes) if waited and not module.check_mode else {})
     waiting = sorted(ip for ip, state in held.items() if state != "CREATED")
     if waiting:
         raise Failed(f"{job.sid}: not retried: Ray does not hold the cordoned {', '.join(waiting)} after "

@@ -201,9 +201,9 @@ class Record:
             return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
         return StatusFile(submission_id=self.sid, state="UNKNOWN", spec=text(spec.get("name")),
-                         workload=text(spec.get("workload")), record=self.dir, rebuilt=why,
-                         timeouts={"pending_s": number(pending_s) or conventions.DEFAULT_PENDING_S,
-                                   "max_run_s": number(max_run_s)})
+                          workload=text(spec.get("workload")), record=self.dir, rebuilt=why,
+                          timeouts={"pending_s": number(pending_s) or conventions.DEFAULT_PENDING_S,
+                                    "max_run_s": number(max_run_s)})
 
     def save_status(self, status, files=None):
         """Write status.json (and, for a final record, its files {path: text}) under the record's status lock.

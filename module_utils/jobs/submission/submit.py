@@ -112,10 +112,10 @@ def submit_locked(job, spec, config, info, entrypoint, runtime_env, options, sho
     job.record.write_json(job.rec["env_names"], sorted(runtime_env.get("env_vars", {})))
     evidence.snapshot(job, "pre", nodes)
     status = StatusFile(job.sid, state="PENDING", spec=spec.name, workload=spec.workload, code_path=spec.code_path,
-                       code_id=spec.code_id, record=spec.output_dir,
-                       timeouts=dataclasses.asdict(spec.timeouts),
-                       retries={"max": spec.retries.max, "on": list(spec.retries.on),
-                                "cordon": spec.retries.cordon})
+                        code_id=spec.code_id, record=spec.output_dir,
+                        timeouts=dataclasses.asdict(spec.timeouts),
+                        retries={"max": spec.retries.max, "on": list(spec.retries.on),
+                                 "cordon": spec.retries.cordon})
     if "resumed_from" in shown:
         root, linked = attempts.chain(config, shown["resumed_from"]["root"])
         status.attempt_of = root
