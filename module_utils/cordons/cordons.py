@@ -94,7 +94,7 @@ def check(value, where):
 
 def _ensure_folder(shared_root):
     """The cordons folder, made 0755 when missing; UnsafeFile when it is anything but a directory (a symlink)."""
-    files.make_folder(folder(shared_root), "the cordons folder")
+    files.make_folder(folder(shared_root), "the cordons folder", owned=False)
 
 
 def add(shared_root, entry):

@@ -65,7 +65,7 @@ def listed(jobs, index=INDEX):
 
 def _ensure(jobs, index=INDEX):
     """The index folder, made if missing; one that is not a folder (a symlink, a file) is refused."""
-    files.make_folder(os.path.join(jobs, index), "the open records' index folder")
+    files.make_folder(os.path.join(jobs, index), "the open records' index folder", owned=False)
 
 
 def _unlink(jobs, name, index=INDEX):

@@ -235,7 +235,7 @@ class Kept:
             os.close(fd)
 
     def _ensure(self):
-        files.make_folder(self.folder, "the kept verdicts' folder")
+        files.make_folder(self.folder, "the kept verdicts' folder", owned=False)
 
     def _open_folder(self):
         return os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
