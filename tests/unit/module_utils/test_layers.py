@@ -17,6 +17,7 @@ LAYERS = {
     "jobspec": {"base", "verl"},
     "jobs": {"base", "verl", "jobspec"},
     "regression": {"base", "verl", "jobs"},
+    "queue": {"base"},
 }
 
 
