@@ -1,8 +1,7 @@
 """Gang fit: the whole placement on distinct workers, best fit, deterministic; and its words."""
 
-from queue_helpers import entry
-
 from ansible.module_utils.queue import fit
+from queue_helpers import entry
 
 
 def free(**workers):

@@ -1,7 +1,6 @@
 """The queue's models: strict checks with one line naming the bad field, and their defaults."""
 
 import pytest
-
 from ansible.module_utils.queue import model
 from ansible.module_utils.queue.model import QueueError
 

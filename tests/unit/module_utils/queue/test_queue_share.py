@@ -1,8 +1,7 @@
 """Fair share over a recent window, from the records' own times, and the queue's order."""
 
-from queue_helpers import entry
-
 from ansible.module_utils.queue import model, share
+from queue_helpers import entry
 
 
 def use(who, ranks, start, end=None):
