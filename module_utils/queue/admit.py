@@ -47,28 +47,46 @@ def words(reason, **values):
     return m.REASON_WORDS[reason].format(**values)
 
 
+def _shape(placement):
+    return placement.nodes, tuple(sorted(placement.per_node.items())), tuple(sorted(placement.driver.items()))
+
+
 class _Pool:
-    """Free resources per uncordoned worker, and a cache of the placement shapes that did not fit them (cleared on
-    every change), so a long queue of alike jobs costs one fit check per shape."""
+    """Free resources per uncordoned worker, and a cache of the placement shapes that did not fit them and of their
+    words (cleared on every change), so a long queue of alike jobs costs one fit check per shape."""
 
     def __init__(self, free):
-        self.free, self._misses = free, {}
+        self.free, self._misses, self._fits = free, {}, {}
 
     def place(self, placement):
-        key = (placement.nodes, tuple(sorted(placement.per_node.items())), tuple(sorted(placement.driver.items())))
+        key = _shape(placement)
         if key in self._misses:
             return None
         where = fit.place(placement, self.free)
         if where is None:
-            self._misses[key] = True
+            self._misses[key] = None
         return where
 
+    def fits(self, placement):
+        key = _shape(placement)
+        if key not in self._fits:
+            self._fits[key] = self.place(placement) is not None
+        return self._fits[key]
+
+    def no_fit(self, placement):
+        """The words of why placement does not fit (NO_FIT's), once per shape; asked after place found no room."""
+        key = _shape(placement)
+        if self._misses.get(key) is None:
+            self._misses[key] = words(m.NO_FIT, needs=fit.needs_words(placement),
+                                      fit=fit.fit_words(placement, self.free))
+        return self._misses[key]
+
     def take(self, where):
-        self.free, self._misses = fit.take(self.free, where), {}
+        self.free, self._misses, self._fits = fit.take(self.free, where), {}, {}
 
     def give(self, holds):
         self.free = {w: fit.plus(res, holds[w]) if w in holds else res for w, res in self.free.items()}
-        self._misses = {}
+        self._misses, self._fits = {}, {}
 
 
 class _Decider:
@@ -76,9 +94,10 @@ class _Decider:
         self.now, self.quotas = now, quotas or NO_QUOTAS
         self.pool = _Pool({w.id: dict(w.free) for w in workers if not w.cordoned})
         self.busy = list(running)  # running now, less victims, plus what this decision admits
-        self.capacity = dict(self.pool.free)  # what each worker would have with every running job gone
+        capacity = dict(self.pool.free)  # what each worker would have with every running job gone
         for job in running:
-            self.capacity = _give(self.capacity, job.holds)
+            capacity = _give(capacity, job.holds)
+        self.capacity = _Pool(capacity)
         self.jobs, self.ranks = {}, {}
         for job in running:
             self._count(job.submitter, 1, job.ranks)
@@ -112,8 +131,7 @@ class _Decider:
         self.say(entry, m.PREEMPT if victims else m.ADMIT, reason, text, victims, where)
 
     def no_fit(self, entry):
-        placement = entry.placement
-        return words(m.NO_FIT, needs=fit.needs_words(placement), fit=fit.fit_words(placement, self.pool.free))
+        return self.pool.no_fit(entry.placement)
 
     def one(self, entry):
         blocked = self.quota(entry)
@@ -126,12 +144,12 @@ class _Decider:
             if self.preempt(entry):
                 return None
             text = self.no_fit(entry)
-            if fit.place(entry.placement, self.capacity) is not None:  # it could run one day: it holds the line
+            if self.capacity.fits(entry.placement):  # it could run one day: it holds the line
                 self.first = (entry, *self.shadow(entry))
                 self.ahead[entry.priority] = 1
             return self.say(entry, m.WAIT, m.NO_FIT, text)
         if where is None:
-            if fit.place(entry.placement, self.capacity) is not None:
+            if self.capacity.fits(entry.placement):
                 self.ahead[entry.priority] = self.ahead.get(entry.priority, 0) + 1
             return self.say(entry, m.WAIT, m.NO_FIT, self.no_fit(entry))
         first, shadow, spare = self.first
