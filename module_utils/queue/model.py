@@ -53,6 +53,9 @@ TIME_MAX = 10 ** 10  # seconds since the epoch (the year 2286), at most
 RESOURCE_RULE = (r"^[A-Za-z_][A-Za-z0-9_.:/-]{0,63}$", ("a resource name (a letter or _, then up to 63 of "
                  "letters, digits and _.:/-)"))
 
+# A worker's name: its address as Ray's state gives it (an IPv6 one too), or a node id.
+WORKER_RULE = (r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$", "a worker's address or node id (letters, digits and ._:-)")
+
 _AMOUNT = Field("", "number", minimum=0, maximum=AMOUNT_MAX)
 _RESOURCES = Field("", "map", pattern=RESOURCE_RULE, item=_AMOUNT)
 _TIME = Field("", "number", minimum=0, maximum=TIME_MAX)
@@ -81,8 +84,7 @@ ENTRY_FIELDS = (
     _MAX_RUN,
 )
 WORKER_FIELDS = (
-    Field("id", "str", "The worker (its address, as Ray's state names it).", pattern=conventions.NAME_RULE,
-          required=True),
+    Field("id", "str", "The worker (its address, as Ray's state names it).", pattern=WORKER_RULE, required=True),
     Field("free", "map", "Its available resources now.", pattern=RESOURCE_RULE, item=_AMOUNT, required=True),
     Field("cordoned", "bool", "Cordoned: no new work lands on it.", default=False, nullable=True),
 )
@@ -90,8 +92,8 @@ RUNNING_FIELDS = (
     _ID, _SUBMITTER, _CLASS, _PREEMPTIBLE,
     Field("started_s", "number", "When it started running.", minimum=0, maximum=TIME_MAX, required=True),
     _MAX_RUN,
-    Field("holds", "map", "What it holds on each worker, by worker id.", pattern=conventions.NAME_RULE,
-          item=_RESOURCES, nullable=True),
+    Field("holds", "map", "What it holds on each worker, by worker id.", pattern=WORKER_RULE, item=_RESOURCES,
+          nullable=True),
     Field("ranks", "int", "Its ranks (quotas' GPUs); default: the GPUs it holds, rounded up.", minimum=0,
           maximum=AMOUNT_MAX, nullable=True),
 )

@@ -77,6 +77,9 @@ def test_a_worker_and_a_running_job():
                           "holds": {"198.18.0.11": {"GPU": 2}, "198.18.0.12": {"GPU": 1.5}}})
     assert (r.priority, r.preemptible, r.ranks, r.end_s) == ("normal", False, 4, 15)
     assert model.running_of({"id": "r", "submitter": "b", "started_s": 5}).end_s is None
+    assert model.worker_of({"id": "fd00::11", "free": {"GPU": 1}}).id == "fd00::11"
+    with pytest.raises(QueueError, match="^worker field 'id'"):
+        model.worker_of({"id": "../w", "free": {}})
     with pytest.raises(QueueError, match="^worker field 'free.GPU'"):
         model.worker_of({"id": "w", "free": {"GPU": "all"}})
     with pytest.raises(QueueError, match="^running job field 'holds.w.GPU'"):
