@@ -70,7 +70,7 @@ class _Pool:
     def fits(self, placement):
         key = _shape(placement)
         if key not in self._fits:
-            self._fits[key] = self.place(placement) is not None
+            self._fits[key] = fit.fits(placement, self.free)
         return self._fits[key]
 
     def no_fit(self, placement):

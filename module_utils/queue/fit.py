@@ -1,14 +1,19 @@
 """Gang fit: a placement fits only whole, its `nodes` bundles on distinct workers and its driver on any one worker
 (beside a bundle or not), on the free resources given (a mapping worker id -> resources: the uncordoned workers only).
-The choice is deterministic: best fit (the workers left with the fewest GPUs, then CPUs, then other resources, then by
-id), so fragments stay small and two runs over the same data choose alike."""
+The choice is deterministic: the driver on its best-fit worker among those that leave room for the gang, then the gang
+on the best-fit workers (each left with the fewest GPUs, then CPUs, then other resources, then by id), so fragments
+stay small and two runs over the same data choose alike."""
 
 _LISTED = 6  # workers named in words, at most
+_SCARCE = ("GPU", "CPU")  # the resources best fit saves first, in this order
 
 
 def holds(free, need):
-    """Whether free resources hold what need asks."""
-    return all(free.get(name, 0) >= amount for name, amount in need.items() if amount)
+    """Whether free resources hold what need asks (a loop: the decision's innermost step)."""
+    for name, amount in need.items():
+        if amount and free.get(name, 0) < amount:
+            return False
+    return True
 
 
 def minus(free, need):
@@ -28,44 +33,50 @@ def plus(free, held):
 
 def _left(free, need, worker):
     """The best-fit key of putting need on a worker: what it would have left, the scarcest resource first."""
-    rest = minus(free, need)
-    others = sum(amount for name, amount in rest.items() if name not in ("GPU", "CPU"))
-    return rest.get("GPU", 0), rest.get("CPU", 0), others, worker
+    gpu, cpu = free.get("GPU", 0) - need.get("GPU", 0), free.get("CPU", 0) - need.get("CPU", 0)
+    others = (sum(v for n, v in free.items() if n not in _SCARCE) - sum(v for n, v in need.items() if n not in _SCARCE))
+    return gpu, cpu, others, worker
 
 
-def _gang(placement, free):
-    """{worker: resources} of the gang's bundles on distinct workers, or None."""
-    need = placement.per_node
+def _best(able, free, need, count):
+    """The count workers of able that best fit need."""
+    return sorted(able, key=lambda w: _left(free[w], need, w))[:count]
+
+
+def fits(placement, free):
+    """Whether the whole placement fits (place's answer without choosing where: no sorting)."""
+    need, driver, nodes = placement.per_node, placement.driver, placement.nodes
+    if not any(need.values()):
+        return any(holds(res, driver) for res in free.values())
     able = [w for w, res in free.items() if holds(res, need)]
-    if len(able) < placement.nodes:
-        return None
-    chosen = sorted(able, key=lambda w: _left(free[w], need, w))[:placement.nodes]
-    return {w: dict(need) for w in chosen}
-
-
-def _driver_on(free, driver):
-    able = [w for w, res in free.items() if holds(res, driver)]
-    return min(able, key=lambda w: _left(free[w], driver, w)) if able else None
+    if len(able) < nodes:
+        return False
+    if not any(driver.values()):
+        return True
+    spare = len(able) > nodes  # a worker the gang does not need may hold the driver whole
+    return any(holds(res, driver) and (spare or w not in able or holds(minus(res, driver), need))
+               for w, res in free.items())
 
 
 def place(placement, free):
     """Where the whole placement goes ({worker: what it takes there}), or None when it does not fit."""
-    if not any(placement.per_node.values()):
-        where = _driver_on(free, placement.driver)
-        return None if where is None else {where: dict(placement.driver)}
-    gang = _gang(placement, free)
-    if gang is None or not any(placement.driver.values()):
-        return gang
-    rest = {w: minus(res, gang[w]) if w in gang else res for w, res in free.items()}
-    where = _driver_on(rest, placement.driver)
-    if where is not None:
-        gang[where] = plus(gang.get(where, {}), placement.driver)
-        return gang
-    # The best-fit gang took what the driver needed: the driver first, on each worker that holds it, in turn.
-    for where in sorted(w for w, res in free.items() if holds(res, placement.driver)):
-        gang = _gang(placement, {**free, where: minus(free[where], placement.driver)})
-        if gang is not None:
-            gang[where] = plus(gang.get(where, {}), placement.driver)
+    need, driver, nodes = placement.per_node, placement.driver, placement.nodes
+    if not any(need.values()):
+        able = [w for w, res in free.items() if holds(res, driver)]
+        return {_best(able, free, driver, 1)[0]: dict(driver)} if able else None
+    able = [w for w, res in free.items() if holds(res, need)]
+    if len(able) < nodes:
+        return None
+    if not any(driver.values()):
+        return {w: dict(need) for w in _best(able, free, need, nodes)}
+    # The gang is any `nodes` of the able workers, so the driver may go on worker d when d holds it and the able
+    # workers, d counted only if it still holds a bundle beside the driver, are enough: the driver's best fit first.
+    for d in _best([w for w, res in free.items() if holds(res, driver)], free, driver, len(free)):
+        rest = minus(free[d], driver)
+        still = [w for w in able if w != d or holds(rest, need)]
+        if len(still) >= nodes:
+            gang = {w: dict(need) for w in _best(still, {**free, d: rest}, need, nodes)}
+            gang[d] = plus(gang.get(d, {}), driver)
             return gang
     return None
 

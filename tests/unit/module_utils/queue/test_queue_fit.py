@@ -1,5 +1,7 @@
 """Gang fit: the whole placement on distinct workers, best fit, deterministic; and its words."""
 
+import random
+
 from ansible.module_utils.queue import fit
 from queue_helpers import entry
 
@@ -50,3 +52,18 @@ def test_words():
     many = free(**{f"w{i:02}": {"GPU": 1} for i in range(9)})
     assert fit.fit_words(entry("c", nodes=10).placement, many) == (
         "9 fit on w00, w01, w02, w03, w04, w05 and 3 more")
+
+
+def test_fits_says_what_place_finds_over_random_workers():
+    rng = random.Random(7)
+    for _ in range(2000):
+        workers = {f"w{i}": {"GPU": rng.randint(0, 3), "CPU": rng.randint(0, 4), "worker_node": rng.randint(0, 1)}
+                   for i in range(rng.randint(0, 5))}
+        gpus, driver = rng.randint(0, 2), rng.choice([None, {"worker_node": 1}, {"worker_node": 1, "CPU": 2}])
+        if not gpus and not driver:
+            continue
+        job = entry("a", nodes=rng.randint(1, 4), gpus=gpus, driver=driver).placement
+        where = fit.place(job, workers)
+        assert fit.fits(job, workers) == (where is not None), (job, workers)
+        if where is not None:
+            assert all(v >= 0 for res in fit.take(workers, where).values() for v in res.values())
