@@ -7,6 +7,8 @@ Times are seconds since the epoch and durations seconds (numbers); resources are
 trainer's ranks (nnodes x n_gpus_per_node), each a GPU, or a CPU-device rank on a CPU platform such as the lab's.
 """
 
+from __future__ import annotations
+
 import dataclasses
 import math
 
