@@ -126,7 +126,7 @@ class _Decider:
         self.pool.take(where)
         self.admitted.add(entry.id)
         self.busy.append(m.Running(entry.id, entry.submitter, entry.priority, entry.preemptible, self.now,
-                                 entry.max_run_s, where, entry.placement.ranks))
+                                   entry.max_run_s, where, entry.placement.ranks))
         self._count(entry.submitter, 1, entry.placement.ranks)
         self.say(entry, m.PREEMPT if victims else m.ADMIT, reason, text, victims, where)
 
