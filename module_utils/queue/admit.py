@@ -5,9 +5,10 @@ The rules (docs/queue.md says them for people):
 - In order, each entry's submitter's quota is asked first (jobs at once; GPUs at once, counted as placements' ranks,
   running and admitted in this decision alike): over it, the entry waits and blocks nobody.
 - Until one entry waits for resources, each that fits is admitted, and the next sees the free resources less what it
-  takes (the gang, fit.py). One that does not fit may preempt running jobs of strictly lower classes that allow it
-  (choose_victims); else it is the first waiting job, and its earliest start (the shadow time) is worked out from the
-  running jobs' max_run_s ends (a job without one never ends for this), with what its placement takes then.
+  takes (the gang, fit.py). One that does not fit, of a class that may preempt (high, unless the site says), may
+  preempt running jobs of strictly lower classes that allow it (choose_victims); else it is the first waiting job,
+  and its earliest start (the shadow time) is worked out from the running jobs' max_run_s ends (a job without one
+  never ends for this), with what its placement takes then.
 - EASY backfill: a later entry starts ahead of it only if it fits now and either its own max_run_s ends by the shadow
   time, or it fits in what the first job will leave at that time as well as in what is free now. The first waiting
   job is never delayed; when its start cannot be known, nothing passes it.
@@ -90,8 +91,8 @@ class _Pool:
 
 
 class _Decider:
-    def __init__(self, running, workers, quotas, now):
-        self.now, self.quotas = now, quotas or NO_QUOTAS
+    def __init__(self, running, workers, quotas, now, preempting=m.PREEMPTING_BY_DEFAULT):
+        self.now, self.quotas, self.preempting = now, quotas or NO_QUOTAS, preempting
         self.pool = _Pool({w.id: dict(w.free) for w in workers if not w.cordoned})
         self.busy = list(running)  # running now, less victims, plus what this decision admits
         capacity = dict(self.pool.free)  # what each worker would have with every running job gone
@@ -141,7 +142,7 @@ class _Decider:
         if self.first is None:
             if where is not None:
                 return self.admit(entry, where, m.FITS, words(m.FITS, workers=fit.listed(where)))
-            if self.preempt(entry):
+            if entry.priority in self.preempting and self.preempt(entry):
                 return None
             text = self.no_fit(entry)
             if self.capacity.fits(entry.placement):  # it could run one day: it holds the line
@@ -244,10 +245,11 @@ def choose_victims(entry, running, free):
     return tuple(chosen)
 
 
-def decide(entries, running, workers, now, quotas=None, used=None):
+def decide(entries, running, workers, now, quotas=None, used=None, preempting=m.PREEMPTING_BY_DEFAULT):
     """Decision of every entry, in the queue's order. entries: Entry values; running: Running; workers: Worker;
-    quotas: Quotas (None: no limits); used: {submitter: GPU-seconds} (share.gpu_seconds; None: nobody used any)."""
-    decider = _Decider(running, workers, quotas, now)
+    quotas: Quotas (None: no limits); used: {submitter: GPU-seconds} (share.gpu_seconds; None: nobody used any);
+    preempting: the classes whose entries may preempt (model.preempting_of)."""
+    decider = _Decider(running, workers, quotas, now, preempting)
     seen = {job.id for job in running}
     for entry in share.order(entries, used or {}):
         if entry.id in seen:
@@ -258,9 +260,11 @@ def decide(entries, running, workers, now, quotas=None, used=None):
     return decider.out
 
 
-def decide_data(entries, running, workers, now, quotas=None, usage=None, window_s=share.WINDOW_S):
+def decide_data(entries, running, workers, now, quotas=None, usage=None, window_s=share.WINDOW_S, preempting=None):
     """decide over plain data (each item as model.py's readers take it), returning plain data: a list of
-    Decision.to_dict(). A bad item raises QueueError naming it; usage: the records' uses for fair share."""
+    Decision.to_dict(). A bad item raises QueueError naming it; usage: the records' uses for fair share; quotas and
+    preempting: the site's ray_queue_quotas and ray_queue_preempting."""
     used = share.gpu_seconds([m.usage_of(u) for u in usage or ()], now, window_s)
     return [d.to_dict() for d in decide([m.entry_of(e) for e in entries], [m.running_of(r) for r in running],
-                                        [m.worker_of(w) for w in workers], now, m.quotas_of(quotas), used)]
+                                        [m.worker_of(w) for w in workers], now, m.quotas_of(quotas), used,
+                                        m.preempting_of(preempting))]

@@ -13,7 +13,7 @@ import dataclasses
 import math
 
 from ansible.module_utils.base import conventions
-from ansible.module_utils.base.model import Field, FieldError, check_fields
+from ansible.module_utils.base.model import Field, FieldError, check, check_fields
 
 # The priority classes, lowest first: a class's rank is its index. The default class, and the one class whose jobs
 # are preemptible unless they say otherwise.
@@ -21,6 +21,9 @@ CLASSES = ("low", "normal", "high")
 RANK = {name: index for index, name in enumerate(CLASSES)}
 DEFAULT_CLASS = "normal"
 PREEMPTIBLE_BY_DEFAULT = ("low",)
+# The classes whose waiting jobs may preempt, unless the site says otherwise (ray_queue_preempting): only high, so a
+# normal job waits for a low one to end (issue 41's lab: the normal job stays QUEUED, the high one preempts).
+PREEMPTING_BY_DEFAULT = ("high",)
 
 # What the decision says of an entry (Decision.verdict).
 ADMIT, WAIT, PREEMPT = "admit", "wait", "preempt"
@@ -270,6 +273,19 @@ def quotas_of(value):
         return Limit(part.get("jobs"), part.get("gpus"))
 
     return Quotas(limit(values["default"]), {name: limit(part) for name, part in (values["users"] or {}).items()})
+
+
+PREEMPTING_FIELD = Field("ray_queue_preempting", "list", "The classes whose waiting jobs may preempt.",
+                         item=Field("", "str", choices=CLASSES), nullable=True)
+
+
+def preempting_of(value):
+    """The site's ray_queue_preempting: a list of classes; None is the default (PREEMPTING_BY_DEFAULT)."""
+    try:
+        out = check(PREEMPTING_FIELD, value, ("ray_queue_preempting",))
+    except FieldError as e:
+        raise QueueError(str(e)) from None
+    return PREEMPTING_BY_DEFAULT if out is None else tuple(out)
 
 
 def usage_of(value):

@@ -25,9 +25,9 @@ from queue_helpers import entry, running, worker, workers
 NOW = 1000
 
 
-def decide(entries, run=(), nodes=None, quotas=None, used=None):
+def decide(entries, run=(), nodes=None, quotas=None, used=None, preempting=model.PREEMPTING_BY_DEFAULT):
     nodes = workers(2) if nodes is None else nodes
-    return {d.id: d for d in admit.decide(entries, list(run), nodes, NOW, quotas, used)}
+    return {d.id: d for d in admit.decide(entries, list(run), nodes, NOW, quotas, used, preempting)}
 
 
 def test_admitting_one_leaves_less_for_the_next_and_the_words_name_what_fits():
@@ -172,10 +172,25 @@ def test_a_normal_job_preempts_only_a_lower_class_and_only_the_preemptible():
     run = [running("n", {"w1": {"GPU": 1}}, priority="normal", preemptible=True, started=1),
            running("kept", {"w2": {"GPU": 1}}, priority="low", preemptible=False, started=1),
            running("l", {"w3": {"GPU": 1}}, priority="low", started=1)]
-    got = decide([entry("x", nodes=1)], run=run, nodes=nodes)
+    both = ("normal", "high")  # a site that lets normal jobs preempt too
+    got = decide([entry("x", nodes=1)], run=run, nodes=nodes, preempting=both)
     assert got["x"].victims == ("l",)
-    got = decide([entry("x", nodes=2)], run=run, nodes=nodes)
+    got = decide([entry("x", nodes=2)], run=run, nodes=nodes, preempting=both)
     assert (got["x"].verdict, got["x"].victims) == (WAIT, ())  # freeing l alone cannot make 2 nodes
+
+
+def test_by_default_a_normal_job_waits_for_a_low_one_and_a_high_one_preempts_it():
+    """Issue 41's lab: a two-node low job runs; a one-node normal job waits with a reason naming the resources; a
+    one-node high job preempts the low one, and the normal one runs beside it."""
+    nodes = [worker("198.18.0.11", gpus=0), worker("198.18.0.12", gpus=0)]
+    run = [running("low2", {"198.18.0.11": {"GPU": 1}, "198.18.0.12": {"GPU": 1}}, who="alice", started=10)]
+    got = decide([entry("n", who="bob", enqueued=20)], run=run, nodes=nodes)
+    assert (got["n"].verdict, got["n"].words) == (WAIT, "needs 1 node of 1 GPU; none fits")
+    got = decide([entry("n", who="bob", enqueued=20), entry("h", who="carol", priority="high", enqueued=30)],
+                 run=run, nodes=nodes)
+    assert (got["h"].verdict, got["h"].victims, got["h"].position) == (PREEMPT, ("low2",), 1)
+    assert (got["n"].verdict, got["n"].reason) == (ADMIT, FITS)
+    assert set(got["n"].where) | set(got["h"].where) == {"198.18.0.11", "198.18.0.12"}
 
 
 def test_never_preempt_when_freeing_would_still_not_fit():
@@ -245,14 +260,14 @@ def random_case(rng):
                      driver=rng.choice([None, {"worker_node": 1}]))
                for i in range(rng.randint(0, 12))]
     quotas = model.quotas_of({"default": {"jobs": rng.randint(1, 6), "gpus": rng.randint(1, 16)}})
-    return nodes, run, entries, quotas
+    return nodes, run, entries, quotas, rng.choice([("high",), ("normal", "high")])
 
 
 @pytest.mark.parametrize("seed", range(200))
 def test_random_clusters_keep_every_rule(seed):
     rng = random.Random(seed)
-    nodes, run, entries, quotas = random_case(rng)
-    got = admit.decide(entries, run, nodes, NOW, quotas)
+    nodes, run, entries, quotas, preempting = random_case(rng)
+    got = admit.decide(entries, run, nodes, NOW, quotas, None, preempting)
     assert len(got) == len(entries)
     started = [d for d in got if d.verdict in (ADMIT, PREEMPT)]
     assert len({d.id for d in started}) == len(started), "a job admitted twice"
@@ -272,7 +287,7 @@ def test_random_clusters_keep_every_rule(seed):
         assert d.verdict in model.VERDICTS and (d.verdict == PREEMPT) == bool(d.victims)
     # the same data in another order gives the same decision
     shuffled = admit.decide(rng.sample(entries, len(entries)), rng.sample(run, len(run)),
-                            rng.sample(nodes, len(nodes)), NOW, quotas)
+                            rng.sample(nodes, len(nodes)), NOW, quotas, None, preempting)
     assert [(d.id, d.verdict, d.words, d.where) for d in shuffled] == [(d.id, d.verdict, d.words, d.where) for d in got]
 
 
@@ -282,12 +297,12 @@ def test_random_backfill_never_delays_the_first_waiting_job(seed):
     preemptor); its earliest start with what the decision admitted running must be no later than with the jobs
     admitted before it only (what it would have had with no backfill)."""
     rng = random.Random(seed)
-    nodes, run, entries, _ = random_case(rng)
+    nodes, run, entries, _, preempting = random_case(rng)
     entries_by_id = {}
     for e in entries:
         entries_by_id.setdefault(e.id, e)
     entries = list(entries_by_id.values())
-    got = admit.decide(entries, run, nodes, NOW)
+    got = admit.decide(entries, run, nodes, NOW, None, None, preempting)
     order = {d.id: d.position for d in got}
     entries_by_id = {}
     for e in entries:

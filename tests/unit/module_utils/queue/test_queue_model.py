@@ -118,3 +118,12 @@ def test_every_reason_has_words():
              and value in model.REASON_WORDS}
     assert names == set(model.REASON_WORDS)
     assert len(set(model.VERDICTS)) == 3
+
+
+def test_which_classes_preempt():
+    assert model.preempting_of(None) == ("high",)
+    assert model.preempting_of(["normal", "high"]) == ("normal", "high")
+    assert model.preempting_of([]) == ()
+    for bad in ("high", ["urgent"], [None], {"high": 1}):
+        with pytest.raises(QueueError, match="^field 'ray_queue_preempting"):
+            model.preempting_of(bad)
