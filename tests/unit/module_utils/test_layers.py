@@ -19,6 +19,7 @@ LAYERS = {
     "cordons": {"base"},
     "jobs": {"base", "verl", "jobspec", "cordons"},
     "regression": {"base", "verl", "jobs"},
+    "queue": {"base"},
 }
 # A package's sub-packages are layered the same way: each imports only those below it (and the packages its parent
 # may import); the parent's own files (jobs/runner.py) stand over all of them.
