@@ -3,6 +3,7 @@ pass and the regression runner all ask it, so a job followed and one nobody foll
 
 from ansible.module_utils.base import conventions
 from ansible.module_utils.jobs.record.status import FAILED
+from ansible.module_utils.jobspec.fields import TRAINERS
 
 
 def due(status, attempts_made=None):
@@ -17,6 +18,11 @@ def due(status, attempts_made=None):
         return False, f"it is {status.state}"
     if kind not in (policy.on or ()):
         return False, f"its spec does not retry {kind or 'an unknown failure'}"
+    if status.workload not in TRAINERS:
+        # The next attempt resumes this one (its spec's resume_from), which only verl's trainers can: the spec would
+        # be refused at every try, a retry pending for good.
+        what = f"a {status.workload} job" if status.workload else "a job whose workload is not recorded"
+        return False, f"{what} does not resume from a checkpoint (only {', '.join(TRAINERS)} do)"
     if status.reason in conventions.OWN_STOP_REASONS and status.reason != conventions.HUNG_REASON:
         return False, f"it was stopped ({status.reason})"
     if attempts_made is not None and attempts_made >= (policy.max or 0):

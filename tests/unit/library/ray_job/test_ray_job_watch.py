@@ -7,7 +7,7 @@ import os
 import pytest
 from ansible.module_utils.base import ray_cluster as rc
 from ansible.module_utils.jobs.evidence import stacks
-from ray_job_harness import SID, files, make_spec, record, run
+from ray_job_harness import GRPO_SID, SID, files, make_spec, make_verl_spec, record, run
 
 STEPS = "".join(f"step:{s} - train/loss:{5 - s / 10} - train/lr:0.001\n" for s in range(1, 4))
 
@@ -26,6 +26,14 @@ def dumped(monkeypatch):
 
 def start(capsys, ray, ray_config, sid=SID, **spec):
     code, _ = run(capsys, spec=make_spec(ray_config, submission_id=sid, **spec), ray_config=ray_config)
+    assert code == 0
+    ray.set(sid, "RUNNING", driver_node_id="n-w1", start_time=int(ray.clock.now * 1000))
+
+
+def start_verl(capsys, ray, ray_config, sid=GRPO_SID, **spec):
+    """A GRPO job (only verl's trainers resume, so only they are retried), submitted without the preflight."""
+    code, _ = run(capsys, spec=make_verl_spec(ray_config, submission_id=sid, **spec), ray_config=ray_config,
+                  preflight=False)
     assert code == 0
     ray.set(sid, "RUNNING", driver_node_id="n-w1", start_time=int(ray.clock.now * 1000))
 
@@ -64,18 +72,30 @@ def test_a_deadline_passed_unfollowed_is_enforced_by_the_watcher_alone(ray, ray_
 
 
 def test_a_hung_job_gets_its_stacks_then_is_stopped_and_retried_as_its_spec_says(ray, ray_config, capsys, dumped):
-    start(capsys, ray, ray_config, timeouts={"stall_s": 300, "max_run_s": None}, retries={"max": 1, "on": ["hung"]})
-    ray.logs[SID] = STEPS
+    start_verl(capsys, ray, ray_config, timeouts={"stall_s": 300, "max_run_s": None},
+               retries={"max": 1, "on": ["hung"]})
+    ray.logs[GRPO_SID] = STEPS
     assert watch(capsys, ray_config)["hung"] == []  # the first look: steps seen now
     ray.clock.now += 200
     assert watch(capsys, ray_config)["hung"] == [] and ray.stopped == []  # 200 s without a step: not yet
     ray.clock.now += 200
     out = watch(capsys, ray_config)
-    assert dumped == [SID] and ray.stopped == [SID] and out["finalized"] == [SID] and out["retry"] == [SID]
-    st = status_of(ray_config)
+    assert dumped == [GRPO_SID] and ray.stopped == [GRPO_SID] and out["finalized"] == [GRPO_SID]
+    assert out["retry"] == [GRPO_SID]
+    st = status_of(ray_config, GRPO_SID)
     assert st["state"] == "FAILED" and st["reason"] == "HUNG" and st["diagnosis"]["kind"] == "hung"
     assert st["diagnosis"]["evidence"] == {"file": st["stall"]["stacks"], "line": "rank 0 waits in all_reduce (gloo)"}
     assert st["stall"]["step"] == 3 and st["stall"]["limit_s"] == 300 and st["stall"]["action"] == "stop"
+
+
+def test_a_hung_smoke_job_is_stopped_but_never_retried_it_cannot_resume(ray, ray_config, capsys, dumped):
+    start(capsys, ray, ray_config, timeouts={"stall_s": 300, "max_run_s": None}, retries={"max": 1, "on": ["hung"]})
+    ray.logs[SID] = STEPS
+    watch(capsys, ray_config)
+    ray.clock.now += 400
+    out = watch(capsys, ray_config)
+    assert ray.stopped == [SID] and out["finalized"] == [SID] and out["retry"] == []
+    assert status_of(ray_config)["reason"] == "HUNG"
 
 
 def test_a_hung_job_whose_spec_says_report_is_reported_once_and_left_running(ray, ray_config, capsys, dumped):
