@@ -1,7 +1,7 @@
 """A job's first step on the worker: which verl does this job import, and is it the chosen snapshot?
 
 Run as `python -m job_preflight --code-path PATH --out FILE` from a code snapshot (its folder is first
-on PYTHONPATH). Prints verl.__file__, verl.__version__ and the snapshot's marker, writes them to FILE,
+on PYTHONPATH). Prints where verl is imported from, its version and the snapshot's marker, writes them to FILE,
 and exits non-zero when verl was not imported from PATH, before any GPU time is spent.
 
 FILE is in the job's record (<shared_root>/jobs/<submission_id>/), whose name is the id the command was rendered
@@ -12,6 +12,7 @@ resume from and write over: that is refused before anything is written, with the
 """
 
 import argparse
+import importlib.util
 import json
 import os
 import sys
@@ -43,6 +44,15 @@ def replay_problem(out, own):
             f"id replaced everywhere: sed 's/{rendered}/{own}/g' {record}/config/submit_cmd.txt | bash")
 
 
+def verl_version(verl_file):
+    """verl's __version__ as its __init__ sets it: the text of verl/version/version beside it (None without one)."""
+    try:
+        with open(os.path.join(os.path.dirname(verl_file), "version", "version"), encoding="utf-8") as handle:
+            return handle.read(64).strip() or None
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--code-path", required=True)
@@ -53,18 +63,23 @@ def main():
         print(problem, file=sys.stderr)
         return 4
 
-    import verl
-
+    # Where `import verl` would load it from, found as the import system finds it but without running verl's
+    # __init__: that imports torch and tensordict, about 8 s of a small job's CPU, and the trainer that follows is
+    # a process of its own that imports verl again anyway.
+    spec = importlib.util.find_spec("verl")
+    if spec is None or not spec.origin:
+        print("preflight: FAILED: verl is not importable from this job's Python path", file=sys.stderr)
+        return 3
     try:
         import verl_code_marker as marker
     except ImportError:
         marker = None
     code_path = os.path.realpath(args.code_path)
-    verl_file = os.path.realpath(verl.__file__)
+    verl_file = os.path.realpath(spec.origin)
     report = {
         "code_path": args.code_path,
         "verl_file": verl_file,
-        "verl_version": getattr(verl, "__version__", None),
+        "verl_version": verl_version(verl_file),
         "code_id": getattr(marker, "CODE_ID", None),
         "code_digest": getattr(marker, "DIGEST", None),
         "marker_file": os.path.realpath(marker.__file__) if marker else None,

@@ -17,15 +17,17 @@ SCRIPT = os.path.join(ROOT, "roles", "code_snapshot", "files", "job_preflight.py
 
 def code_snapshot(tmp_path):
     code = tmp_path / "code"
-    (code / "verl").mkdir(parents=True, exist_ok=True)
-    (code / "verl" / "__init__.py").write_text("__version__ = '0.9.1'\n")
+    (code / "verl" / "version").mkdir(parents=True, exist_ok=True)
+    # verl's __init__ imports torch: the preflight finds it without running it (this one would fail if run).
+    (code / "verl" / "__init__.py").write_text("raise SystemExit('verl was imported')\n")
+    (code / "verl" / "version" / "version").write_text("0.9.1\n")
     (code / "verl_code_marker.py").write_text("CODE_ID = 'c1'\nDIGEST = 'd'\n")
     return code
 
 
-def run(tmp_path, out, own_id):
+def run(tmp_path, out, own_id, path=None):
     code = code_snapshot(tmp_path)
-    env = {**os.environ, "PYTHONPATH": str(code)}
+    env = {**os.environ, "PYTHONPATH": str(path or code)}
     if own_id:  # what Ray 2.60's job supervisor gives the driver
         env["RAY_JOB_CONFIG_JSON_ENV_VAR"] = json.dumps({"runtime_env": {}, "metadata": {"job_submission_id": own_id,
                                                                                          "job_name": own_id}})
@@ -37,7 +39,25 @@ def test_a_replay_with_the_id_replaced_everywhere_makes_its_record_folder(tmp_pa
     out = tmp_path / "jobs" / "new-1" / "preflight.json"
     done = run(tmp_path, out, "new-1")
     assert done.returncode == 0, done.stderr
-    assert json.loads(out.read_text())["ok"] is True
+    report = json.loads(out.read_text())
+    assert report["ok"] is True and report["verl_version"] == "0.9.1" and report["code_id"] == "c1", report
+    assert report["verl_file"] == str((tmp_path / "code" / "verl" / "__init__.py").resolve())
+
+
+def test_a_verl_from_elsewhere_on_the_path_fails_naming_both(tmp_path):
+    other = tmp_path / "other"
+    (other / "verl").mkdir(parents=True)
+    (other / "verl" / "__init__.py").write_text("")
+    out = tmp_path / "jobs" / "j-2" / "preflight.json"
+    done = run(tmp_path, out, "j-2", path=other)
+    assert done.returncode == 3
+    assert f"verl was imported from {(other / 'verl' / '__init__.py').resolve()}, not from the chosen" in done.stderr
+    assert json.loads(out.read_text())["verl_version"] is None
+
+
+def test_no_verl_at_all_fails_in_one_line(tmp_path):
+    done = run(tmp_path, tmp_path / "jobs" / "j-3" / "preflight.json", "j-3", path=tmp_path / "nothing")
+    assert done.returncode == 3 and "verl is not importable" in done.stderr
 
 
 def test_a_replay_with_only_the_submission_id_changed_leaves_the_other_record_alone(tmp_path):
