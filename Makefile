@@ -41,8 +41,10 @@ lint: venv
 sanity: venv
 	$(BIN)/python scripts/sanity.py
 
+# Two processes, a file each (its module fixtures stay in one process): the unit suite is CPU-bound, and the
+# verl probe's file (real verl imports) alone takes about as long as all the rest.
 unit: venv
-	$(BIN)/pytest -q tests/unit
+	$(BIN)/pytest -q -n 2 --dist loadfile tests/unit
 
 # The verl CPU plugin's tests need torch and verl: they run in the nodes' venv (the main one skips them).
 # That venv has no Ansible, so the Ansible-side conftest is left out.

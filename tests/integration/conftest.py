@@ -109,6 +109,25 @@ def machine_leftovers():
     return lab_tools.machine_leftovers() + [str(path) for path in lab_tools.MADE_DIRS if path.exists()]
 
 
+def _cpu_jiffies():
+    """(busy, total) jiffies of this machine's CPUs since boot (/proc/stat's first line)."""
+    with open("/proc/stat", encoding="ascii") as handle:
+        values = [int(v) for v in handle.readline().split()[1:]]
+    idle = values[3] + values[4]  # idle and iowait
+    return sum(values) - idle, sum(values)
+
+
+@pytest.fixture(autouse=True)
+def cpu_busy(request):
+    """Each test's share of the machine's CPU time busy, in its JUnit properties (.ci/slowest prints it): a slow test
+    near 100 % waits on the CPU, one far below waits on a clock (a timeout, a poll), which is where to cut."""
+    busy, total = _cpu_jiffies()
+    yield
+    busy_after, total_after = _cpu_jiffies()
+    if total_after > total:
+        request.node.user_properties.append(("cpu_busy_pct", round(100 * (busy_after - busy) / (total_after - total))))
+
+
 @pytest.fixture(scope="session")
 def lab():
     before = set(machine_leftovers())
