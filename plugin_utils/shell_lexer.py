@@ -1,6 +1,6 @@
 """A bash script's syntax, read as bash reads it and never run: its words (tokens) and its commands (a tree).
 
-The words keep their parts apart, for plugin_utils/verl_script.py to expand in order with what the script has set by
+The words keep their parts apart, for plugin_utils/shell_values.py to expand in order with what the script has set by
 then: literal text (quoted or not: only unquoted text is split, or matched as a pattern), a parameter ($NAME,
 ${NAME:-word}, ${NAME[@]}, $1, $@: its operator and its word kept as parts too), arithmetic ($((...))) and what cannot
 be known without running something ($(...), `...`, $'...', ~, ${NAME/x/y}): Opaque, with why. `NAME=( ... )` is an

@@ -29,7 +29,7 @@ from ansible.module_utils.jobspec import owned
 from ansible.module_utils.jobspec.fields import SPEC_FIELDS, TRAINERS, JobSpecError, check, check_fields
 from ansible.module_utils.jobspec.render import LOGGERS
 
-from plugin_utils import safe_yaml, verl_script
+from plugin_utils import safe_yaml, verl_launch, verl_script
 from plugin_utils.verl_script import ScriptError
 
 ESTIMATOR = owned.ESTIMATOR
@@ -138,7 +138,7 @@ class Imported:
     text: str
     lines: list
     workload: str
-    trainer: verl_script.Trainer
+    trainer: verl_launch.Trainer
     derived: dict = field(default_factory=dict)
 
 
@@ -388,7 +388,7 @@ def convert(text, name, command=None, spec_name=None):
         job.say(line, f"{redirect}: left out: a redirection (the job's record keeps its driver log)")
     others = [other for other in script.commands if other is not trainer.command]
     for other in others[:OTHERS_SHOWN]:
-        job.say(other.line, f"{verl_script.command_name(other)}: left out: not the trainer command imported, never run")
+        job.say(other.line, f"{verl_launch.command_name(other)}: left out: not the trainer command imported, never run")
     if len(others) > OTHERS_SHOWN:
         job.lines.append(f"{len(others) - OTHERS_SHOWN} more commands (up to line {others[-1].line}): left out, never "
                          "run")

@@ -1,13 +1,15 @@
-"""plugin_utils/verl_script.py over plugin_utils/shell_lexer.py: a launch script read as bash would run it, never run.
-Each construct with a script of the test's own; the expected words are what bash hands the trainer (checked by hand
-with bash; tests/unit/plugin_utils/test_verl_examples.py holds the importer to bash itself over verl's examples)."""
+"""plugin_utils/verl_script.py (with shell_values.py and verl_launch.py) over plugin_utils/shell_lexer.py: a launch
+script read as bash would run it, never run. Each construct with a script of the test's own; the expected words are
+what bash hands the trainer (checked by hand with bash; tests/unit/plugin_utils/test_verl_examples.py holds the
+importer to bash itself over verl's examples)."""
 
 import os
 import subprocess
 
 import pytest
 
-from plugin_utils.verl_script import MAX_BYTES, NOT_SET, SCRIPT_ARGS, ScriptError, read, read_script
+from plugin_utils.shell_values import NOT_SET, SCRIPT_ARGS
+from plugin_utils.verl_script import MAX_BYTES, ScriptError, read, read_script
 
 RUN = "python3 -m verl.trainer.main_ppo"
 
