@@ -464,6 +464,8 @@ class Lexer:
                 self.fail(i, f"an array holds {c}, which bash does not take there")
             else:
                 word, i = self._word(i, depth + 1)
+                if isinstance(word, ArrayWord):  # A=(1 2) as an item: bash's syntax error near `('
+                    self.fail(i, "an array holds an array assignment, which bash does not take there")
                 items.append(word)
 
     # ---- skipping what is never read (its end found with quotes and nesting, forward only)

@@ -217,6 +217,9 @@ def test_an_empty_array_hands_nothing_where_an_empty_string_hands_an_empty_word(
 def test_an_array_never_closed_or_holding_an_operator_is_one_line_naming_its_line():
     assert refused("A=(\n x\n") == "s.sh:1: an array ( is never closed"
     assert refused("\nA=(x; y)") == "s.sh:2: an array holds ;, which bash does not take there"
+    # An array assignment as an item (bash: syntax error near `('), once a crash of the reader.
+    assert refused('DATA=(\nA=(1 2 "$X")\n)') == (
+        "s.sh:2: an array holds an array assignment, which bash does not take there")
 
 
 # ---------------------------------------------------------------- defaults, arithmetic
