@@ -15,10 +15,10 @@ LAYERS = {
     "verl": {"base"},
     "daemons": {"base"},
     "node": {"base", "daemons"},
-    "jobspec": {"base", "verl"},
+    "jobspec": {"base", "verl", "queue"},
     "cordons": {"base"},
-    "jobs": {"base", "verl", "jobspec", "cordons"},
-    "regression": {"base", "verl", "jobs"},
+    "jobs": {"base", "verl", "jobspec", "cordons", "queue"},
+    "regression": {"base", "verl", "jobs", "queue"},
     "queue": {"base"},
 }
 # A package's sub-packages are layered the same way: each imports only those below it (and the packages its parent
