@@ -120,6 +120,8 @@ FIELDS = (
           F("priority", "str", "Its class.", choices=queue.CLASSES),
           F("preemptible", "bool", "Whether a waiting job of a higher class may take its place."),
           F("since", "int", "When it entered the queue (ms).", **MS),
+          F("ranks", "int", "Its ranks (nodes x n_gpus_per_node): what quotas and fair share count as GPUs.",
+            minimum=0, maximum=files.COUNT_MAX),
           F("position", "int", "Its place in the queue's order when last asked (1: first); null once admitted.",
             minimum=1, maximum=files.COUNT_MAX),
           F("reason", "str", "Why it waits, or why it was admitted.", choices=tuple(queue.REASON_WORDS)),
