@@ -45,8 +45,9 @@ class QueueBusy(OSError):
 
 
 @contextlib.contextmanager
-def queue_lock(shared_root, timeout_s=LOCK_WAIT_S):
-    """Hold the queue's lock (see the module's doc)."""
+def queue_lock(shared_root, timeout_s=None):
+    """Hold the queue's lock (see the module's doc), waiting up to timeout_s (LOCK_WAIT_S) for it."""
+    timeout_s = LOCK_WAIT_S if timeout_s is None else timeout_s
     jobs = conventions.paths(shared_root)["jobs"]
     path = os.path.join(jobs, QUEUE_LOCK)
     fd = files.open_lock(path)
@@ -93,7 +94,7 @@ def queue_part(spec, submitter, since_ms):
     preemptible = queue.get("preemptible")
     preemptible = priority in qm.PREEMPTIBLE_BY_DEFAULT if preemptible is None else preemptible
     return {"submitter": submitter, "priority": priority, "preemptible": preemptible, "since": since_ms,
-            "ranks": ranks(spec)}
+            "ranks": ranks(spec), "position": None, "reason": None, "words": None, "admitted_at": None}
 
 
 def entry(sid, part, spec, gpus):
