@@ -289,3 +289,30 @@ def line(sid, queue):
     """A QUEUED job's line: its place and why it waits."""
     where = f"position {queue.position}" if queue.position else "in the queue"
     return f"{sid}: QUEUED ({where}, {queue.priority}, {queue.submitter}): {queue.words or 'not asked yet'}"
+
+
+def listing(shared_root, now=None):
+    """The queue in order, as status.yml shows it: (rows, lines). Each row: submission_id, submitter, priority,
+    waited_s (so far), position, reason, words, as the last admission wrote them (a job not placed yet comes last)."""
+    state = State()
+    read_queued(shared_root, state)
+    now = state.now_ms if now is None else now
+    rows = []
+    for q in sorted(state.queued, key=lambda q: (q.status.queue.position or float("inf"), q.status.queue.since or 0,
+                                                 q.sid)):
+        part = q.status.queue
+        rows.append({"submission_id": q.sid, "submitter": part.submitter, "priority": part.priority,
+                     "waited_s": max(0, (now - (part.since or now)) // 1000), "position": part.position,
+                     "reason": part.reason, "words": part.words})
+    lines = [f"{index}. {r['submission_id']}: {r['priority']}, {r['submitter']}, waiting {waited(r['waited_s'])}: "
+             f"{r['words'] or 'not asked yet'}" for index, r in enumerate(rows, 1)]
+    return rows, lines + [f"not listed: {problem}" for problem in state.problems]
+
+
+def waited(seconds):
+    """'3d04h', '2h05m', '4m10s'."""
+    days, rest = divmod(int(seconds), 86400)
+    hours, rest = divmod(rest, 3600)
+    if days:
+        return f"{days}d{hours:02d}h"
+    return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"

@@ -18,7 +18,7 @@ LAYERS = {
     "jobspec": {"base", "verl", "queue"},
     "cordons": {"base"},
     "jobs": {"base", "verl", "jobspec", "cordons", "queue"},
-    "regression": {"base", "verl", "jobs", "queue"},
+    "regression": {"base", "verl", "jobs"},
     "queue": {"base"},
 }
 # A package's sub-packages are layered the same way: each imports only those below it (and the packages its parent

@@ -395,3 +395,17 @@ def test_the_queues_lock_is_never_taken_through_a_symlink(ray, ray_config, tmp_p
     with pytest.raises(Exception, match="symlink"), admission.queue_lock(ray_config["shared_root"]):
         pass
     assert not (tmp_path / "elsewhere").exists()
+
+
+def test_status_lists_the_queue_in_order_with_submitter_class_wait_and_reason(ray, ray_config, capsys):
+    held = Held(ray)
+    put(capsys, ray_config, smoke(ray_config, "a-1"))
+    held.run("a-1")
+    put(capsys, ray_config, smoke(ray_config, "b-1"), submitter="bob")
+    ray.clock.now += 125
+    put(capsys, ray_config, smoke(ray_config, "c-1", **{"queue": {"priority": "high"}}), submitter="carol")
+    ray.clock.now += 3600
+    rows, lines = admission.listing(ray_config["shared_root"], int(ray.clock.now * 1000))
+    assert [r["submission_id"] for r in rows] == ["c-1", "b-1"] and rows[1]["waited_s"] == 3725
+    assert lines == ["1. c-1: high, carol, waiting 1h00m: needs a driver of 1 worker_node; none fits",
+                     "2. b-1: normal, bob, waiting 1h02m: needs a driver of 1 worker_node; none fits"]
