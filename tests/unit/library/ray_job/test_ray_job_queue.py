@@ -403,7 +403,7 @@ def test_status_lists_the_queue_in_order_with_submitter_class_wait_and_reason(ra
     held.run("a-1")
     put(capsys, ray_config, smoke(ray_config, "b-1"), submitter="bob")
     ray.clock.now += 125
-    put(capsys, ray_config, smoke(ray_config, "c-1", **{"queue": {"priority": "high"}}), submitter="carol")
+    put(capsys, ray_config, smoke(ray_config, "c-1", queue={"priority": "high"}), submitter="carol")
     ray.clock.now += 3600
     rows, lines = admission.listing(ray_config["shared_root"], int(ray.clock.now * 1000))
     assert [r["submission_id"] for r in rows] == ["c-1", "b-1"] and rows[1]["waited_s"] == 3725
