@@ -11,6 +11,7 @@ site's jobspec_defaults, no_log) and prints.
 The module's documentation is in library/ray_job.py.
 """
 
+import getpass
 import json
 import os
 import sys
@@ -33,6 +34,10 @@ from ansible.module_utils.jobspec.fields import ENV_NAME_RULE  # isort: skip
 
 display = Display()
 
+# The inventory's queue settings, passed down to the module (docs/queue.md): who may act for others here, the quotas
+# and the classes that preempt (the module checks the last two, naming the field).
+ACT_FOR_OTHERS = "ray_queue_act_for_others"
+QUEUE_SETTINGS = {"queue_quotas": "ray_queue_quotas", "queue_preempting": "ray_queue_preempting"}
 # A poll that cannot reach the head is retried this many times in a row before the run fails.
 CONNECTION_RETRIES = 3
 ARGUMENT_SPEC = {**options.argument_spec("action"), "ray_config": {"type": "dict"},
@@ -86,6 +91,32 @@ class HeadOutage:
                 f"come back: waiting up to {self.window_s}s")
 
 
+def submitter(login, asked, act_for_others):
+    """Who submits: the control host's login, or -e submitter=NAME when the site lets that login act for others
+    (ray_queue_act_for_others); ValueError, one line naming the field, otherwise."""
+    if not isinstance(act_for_others, list) or not all(
+            isinstance(n, str) and conventions.matches(conventions.NAME_RULE, n) for n in act_for_others):
+        raise ValueError(f"{ACT_FOR_OTHERS}: must be a list of logins ({conventions.NAME_RULE[1]})")
+    if asked is None:
+        name = login
+    elif login not in act_for_others:
+        raise ValueError(f"submitter: -e submitter is for the logins {ACT_FOR_OTHERS} lists; {login!r} is not one "
+                         "of them (submit as yourself, without -e submitter)")
+    else:
+        name = asked
+    if not isinstance(name, str) or not conventions.matches(conventions.NAME_RULE, name):
+        raise ValueError(f"submitter: must be {conventions.NAME_RULE[1]}")
+    return name
+
+
+def queue_line(result):
+    """The one line a QUEUED job's submit or status prints: its place and why it waits."""
+    queue = (result.get("status") or {}).get("queue") or {}
+    where = f"position {queue.get('position')}" if queue.get("position") else "in the queue"
+    return (f"{result.get('submission_id')}: QUEUED ({where}, {queue.get('priority')}, {queue.get('submitter')}): "
+            f"{queue.get('words') or 'not asked yet'}")
+
+
 def rendered_lines(result):
     """What --check shows: the module's rendering of the submission (secrets redacted)."""
     lines = [f"{result.get('submission_id')}: {result.get('progress', '')}"]
@@ -119,8 +150,12 @@ class ActionModule(ActionBase):
         outage_s = rc.get("head_outage_s") if isinstance(rc, dict) else 0
         self._outage_s = outage_s if isinstance(outage_s, int) and not isinstance(outage_s, bool) else 0
 
+        settings = {option: ray_action.inventory_value(self._templar, name, None)
+                    for option, name in QUEUE_SETTINGS.items()}
+        settings = {k: v for k, v in settings.items() if v is not None}
+
         def module(**module_args):
-            out = self._execute_module(module_name="ray_job", module_args={**connection, **module_args},
+            out = self._execute_module(module_name="ray_job", module_args={**connection, **settings, **module_args},
                                        task_vars=module_vars)
             if "invocation" in out:
                 # -vvv shows the module's arguments (the resolved spec and its env): only a redacted copy.
@@ -155,9 +190,19 @@ class ActionModule(ActionBase):
             spec = self._resolve(args, ray_config)
         except (jobspec_input.JobSpecError, jobspec_input.SuiteError) as exc:
             return {"failed": True, "msg": str(exc)}
-        submitted = module(action="submit", spec=spec.to_dict(), preflight=args["preflight"])
+        extra = json.loads(json.dumps(dict(load_extra_vars(self._loader))))
+        try:
+            who = submitter(getpass.getuser(), extra.get("submitter"),
+                            ray_action.inventory_value(self._templar, ACT_FOR_OTHERS, []) or [])
+        except ValueError as exc:
+            return {"failed": True, "msg": str(exc)}
+        submitted = module(action="submit", spec=spec.to_dict(), preflight=args["preflight"], submitter=who)
         if submitted.get("failed"):
             return submitted
+        for line in submitted.get("queue_lines") or []:
+            self._show(line)
+        if submitted.get("state") == "QUEUED" and not self._task.check_mode:
+            self._show(queue_line(submitted))
         if self._task.check_mode:
             for line in rendered_lines(submitted):
                 self._show(line)
@@ -165,7 +210,7 @@ class ActionModule(ActionBase):
         if not args["wait"]:
             return submitted
         self._show(submitted.get("progress", ""))
-        last = self._follow(module, spec.submission_id, spec.output_dir, args["poll_s"])
+        last = self._follow(module, spec.submission_id, spec.output_dir, args["poll_s"], spec.to_dict())
         last = self._chain(module, last, spec.to_dict(), args["poll_s"])
         shown = {k: submitted[k] for k in ("existed", "entrypoint", "runtime_env", "entrypoint_options", "submit_cmd")
                  if k in submitted}
@@ -271,8 +316,13 @@ class ActionModule(ActionBase):
         # Every line shown carries job text (steps, stack summaries, messages): no terminal escape gets through.
         display.display(f"{self._host} | {conventions.printable(str(line), keep_newlines=False)}")
 
-    def _follow(self, module, submission_id, output_dir, poll_s):
-        args = {"action": "wait", "submission_id": submission_id, "poll_s": poll_s}
+    def _follow(self, module, submission_id, output_dir, poll_s, spec=None):
+        """Follow one job with `wait` calls. A QUEUED job's calls ask the queue, and carry what only this host has
+        for its submission (the spec this run resolved, the secret env values; no_log): its record keeps them
+        redacted."""
+        args = {"action": "wait", "submission_id": submission_id, "poll_s": poll_s, "secret_env": self._secret_env()}
+        if spec is not None:
+            args["spec"] = spec
         if output_dir:
             args["output_dir"] = output_dir
         failures = []

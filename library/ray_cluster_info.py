@@ -113,6 +113,19 @@ ray_version:
   description: Ray version of the Python this module ran with.
   returned: always
   type: str
+queue:
+  description:
+    - The jobs waiting in the cluster's queue (records in state QUEUED), in its order, each with C(submission_id),
+      C(submitter), C(priority), C(waited_s) (so far), C(position), C(reason) and C(words), as the last admission
+      wrote them (docs/queue.md).
+  returned: when O(shared_root) is set
+  type: list
+  elements: dict
+queue_lines:
+  description: The queue as status.yml prints it, one line a job (C(1. ID, normal, alice, waiting 4m10s, words)).
+  returned: when O(shared_root) is set
+  type: list
+  elements: str
 open_records:
   description: >-
     The ids of the job records the open-records index of O(shared_root) lists (records not final), or null when
@@ -154,6 +167,7 @@ from ansible.module_utils.base.ray_connection import argument_spec
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.jobs.evidence import goodput
 from ansible.module_utils.jobs.record import open_index
+from ansible.module_utils.jobs.submission import admission
 
 
 def read_nodes_until_ready(dashboard_url, expected, wait_s, clock=time.monotonic, sleep=time.sleep):
@@ -226,6 +240,11 @@ def main():
     if p["shared_root"] and p["recent_records"] > 0:
         found, note = goodput.recent(p["shared_root"], p["recent_records"])
         records = {"records": found, "records_note": note}
+    if p["shared_root"]:  # the queue in order, from the records alone: shown with the cluster down too
+        try:
+            records["queue"], records["queue_lines"] = admission.listing(p["shared_root"])
+        except OSError as exc:
+            records["queue"], records["queue_lines"] = [], [f"the queue cannot be read: {exc}"]
     rc.prepare_client_env(p["token_path"])
     try:
         import ray

@@ -125,6 +125,22 @@ options:
         record keeps redacted, passed down by the action plugin (never written or shown) - C(cli), this run's
         C(-e env.NAME) values; C(site), the site's C(jobspec_defaults) env by layer (C(all), C(trainers), a workload).
     type: dict
+  submitter:
+    description:
+      - Who submits (O(action=submit)), the control host's login or C(-e submitter=NAME) of a login the site's
+        C(ray_queue_act_for_others) lists. The action plugin sets it. Recorded in the record's C(queue) part; the
+        queue's quotas and fair share count by it. A retry's attempt keeps its first job's.
+    type: str
+  queue_quotas:
+    description:
+      - The site's C(ray_queue_quotas) (C(default) and C(users) limits of jobs and GPUs at once; docs/queue.md),
+        passed down by the action plugin; null is no limit.
+    type: dict
+  queue_preempting:
+    description:
+      - The site's C(ray_queue_preempting), the classes whose waiting jobs may preempt; null is C([high]).
+    type: list
+    elements: str
   poll_s:
     description:
       - Longest time one O(action=wait) module call follows the job before it returns its progress line;
@@ -183,13 +199,23 @@ submission_id:
   returned: for every action but reconcile and watch
   type: str
 state:
-  description: PENDING, RUNNING, SUCCEEDED, FAILED or STOPPED (a job stopped for a timeout is FAILED).
+  description: QUEUED (in the cluster's queue, not yet submitted to Ray), PENDING, RUNNING, SUCCEEDED, FAILED or
+    STOPPED (a job stopped for a timeout is FAILED).
   returned: for every action but reconcile and watch
   type: str
 done:
   description: The job has ended and its record is final.
   returned: for every action but reconcile and watch
   type: bool
+queue:
+  description: (submit) The record's queue part (submitter, priority, preemptible, since, position, reason, words).
+  returned: when action=submit wrote a record
+  type: dict
+queue_lines:
+  description: (submit, wait, watch) What the queue's admission did besides (others admitted, QUEUE_TIMEOUT ends).
+  returned: when the queue was asked
+  type: list
+  elements: str
 existed:
   description: (submit) The id existed already; nothing was submitted.
   returned: when action=submit

@@ -17,7 +17,7 @@ from ansible.module_utils.regression import gates as regression_gates
 
 # Extra vars that steer the playbooks rather than describe the job.
 PLAYBOOK_KNOBS = frozenset({"spec", "wait", "poll_s", "force", "id", "do", "preflight", "suite", "run_id", "state",
-                            "script", "command"})
+                            "script", "command", "submitter"})
 # Knobs of other playbooks that a submit would otherwise ignore, and what to use instead.
 MISPLACED_KNOBS = {"id": "use -e submission_id=ID", "run_id": "it names a regression run (regression.yml)",
                    "do": "it is job.yml's (-e id=ID -e do=...)"}

@@ -42,6 +42,8 @@ STALL_FACTOR = 10
 STALL_CHOICES = ("report", "stop")
 # The reason a stop gives when nobody names one (job.yml -e do=stop).
 DEFAULT_STOP_REASON = STOP_REASONS[0]
+# The reason a queued job that waited longer than its timeouts.queue_s ends with (FAILED, never submitted to Ray).
+QUEUE_TIMEOUT_REASON = "QUEUE_TIMEOUT"
 # Seconds a job may wait for resources when its spec does not say (JobSpec timeouts.pending_s).
 DEFAULT_PENDING_S = 600
 # Seconds one ray_job wait call follows a job before it returns a progress line (-e poll_s).

@@ -113,6 +113,35 @@ def list_nodes(dashboard_url):
                                                  raise_on_missing_output=False)]
 
 
+def node_resources(gcs_address, timeout=10):
+    """Each live node's resources as the GCS's resource view has them (what `ray status` reads): [{node_id, node_ip,
+    total, available}], available being what no task, actor, placement group bundle or driver holds."""
+    from ray.autoscaler.v2.sdk import get_cluster_status
+
+    status = get_cluster_status(gcs_address, timeout=timeout)
+    return [{"node_id": n.node_id, "node_ip": n.ip_address, "total": dict(n.total_resources()),
+             "available": dict(n.available_resources())} for n in [*status.active_nodes, *status.idle_nodes]]
+
+
+def job_bundles(dashboard_url):
+    """What each job's placement groups hold, by node: {job_id (hex): {node_id: {resource: amount}}}, over the groups
+    that are placed (CREATED), from the state API (a group's creator_job_id is its driver's job)."""
+    from ray.util.state import list_placement_groups
+
+    held = {}
+    for group in list_placement_groups(address=dashboard_url, limit=10000, detail=True, raise_on_missing_output=False):
+        if getattr(group, "state", None) != "CREATED" or not getattr(group, "creator_job_id", None):
+            continue
+        nodes = held.setdefault(group.creator_job_id, {})
+        for bundle in getattr(group, "bundles", None) or []:
+            node, amounts = bundle.get("node_id"), bundle.get("unit_resources") or {}
+            if node:
+                mine = nodes.setdefault(node, {})
+                for key, value in amounts.items():
+                    mine[key] = mine.get(key, 0) + value
+    return held
+
+
 def list_alive_actor_nodes(dashboard_url):
     """Node ids that host at least one live actor (a job's workers)."""
     from ray.util.state import list_actors

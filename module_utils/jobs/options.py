@@ -40,6 +40,11 @@ OPTIONS = {
     "last_seen_ms": ("module", {"type": "int"}),
     # What only the control host has for a next attempt: the secret env values its record keeps redacted.
     "secret_env": ("module", {"type": "dict", "no_log": True}),
+    # The queue's (module_utils/jobs/submission/admission.py): who submits, the site's quotas and preempting classes,
+    # all filled by the action plugin (the control host's login or -e submitter; the inventory's ray_queue_*).
+    "submitter": ("module", {"type": "str"}),
+    "queue_quotas": ("module", {"type": "dict"}),
+    "queue_preempting": ("module", {"type": "list", "elements": "str"}),
     "overrides": ("action", {"type": "dict", "default": {}}),
     "extra_vars": ("action", {"type": "bool", "default": False}),
     "wait": ("action", {"type": "bool", "default": False}),

@@ -15,6 +15,7 @@ from __future__ import annotations
 from ansible.module_utils.base import conventions, model
 from ansible.module_utils.base.model import ABSENT, Field
 from ansible.module_utils.base.redaction import DEFAULT_SECRET_ENV_NAMES
+from ansible.module_utils.queue import model as queue
 from ansible.module_utils.verl import diagnosis
 
 WORKLOADS = ("ppo", "grpo", "sft", "smoke", "command")
@@ -106,8 +107,8 @@ SPEC_FIELDS = (
     Field("total_epochs", "int", "Stop after N epochs (trainer.total_epochs).", minimum=1,
           nullable=True),
     Field("timeouts", "object", "How long the job may wait and run.", fields=(
-        Field("pending_s", "int", "Seconds the job may wait for resources before it is stopped.",
-              default=conventions.DEFAULT_PENDING_S, minimum=1),
+        Field("pending_s", "int", "Seconds the job may wait for resources in Ray, counted from its admission (its "
+              "submission to Ray), before it is stopped.", default=conventions.DEFAULT_PENDING_S, minimum=1),
         Field("max_run_s", "int", "Seconds the job may run before it is stopped; null: no limit.",
               minimum=1, nullable=True),
         Field("stall_s", "int", ("Seconds without a new verl step (a job without steps: without its log growing) "
@@ -116,6 +117,14 @@ SPEC_FIELDS = (
         Field("on_stall", "str", ("What a hang does once its stacks are taken: report (the record says so) or stop "
                                   "(FAILED, reason HUNG). retries.on hung stops it and resumes the next attempt."),
               default="report", choices=conventions.STALL_CHOICES),
+        Field("queue_s", "int", "Seconds the job may wait QUEUED before it is admitted; longer, it ends FAILED (reason "
+              "QUEUE_TIMEOUT) without running. Null: no limit.", minimum=1, nullable=True),
+    )),
+    Field("queue", "object", "Its place in the cluster's queue (docs/queue.md).", fields=(
+        Field("priority", "str", "Its class: high is admitted first, low last.", default=queue.DEFAULT_CLASS,
+              choices=queue.CLASSES),
+        Field("preemptible", "bool", "Whether a waiting job of a higher class may take its place; null: true for "
+              + ", ".join(queue.PREEMPTIBLE_BY_DEFAULT) + " only.", nullable=True),
     )),
     Field("retries", "object", "Resubmit a job that failed for an infrastructure reason as a linked attempt "
           "(<submission_id>-r1, -r2, ...) that resumes from the newest whole checkpoint (verl workloads).",

@@ -33,6 +33,7 @@ from ansible.module_utils.jobspec.fields import (
     check_fields,
 )
 from ansible.module_utils.jobspec.owned import check_owned, is_inside
+from ansible.module_utils.queue.model import DEFAULT_CLASS, PREEMPTIBLE_BY_DEFAULT
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,6 +86,18 @@ class Timeouts:
     max_run_s: int | None
     stall_s: int | None = None
     on_stall: str = "report"
+    queue_s: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Queue:
+    priority: str = DEFAULT_CLASS
+    preemptible: bool | None = None
+
+    @property
+    def may_be_preempted(self):
+        """Its preemptible, or its class's default (queue/model.py PREEMPTIBLE_BY_DEFAULT)."""
+        return self.priority in PREEMPTIBLE_BY_DEFAULT if self.preemptible is None else self.preemptible
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,6 +135,7 @@ class JobSpec:
     total_training_steps: int | None
     total_epochs: int | None
     timeouts: Timeouts
+    queue: Queue
     retries: Retries
     debug: Debug
     resume_from: str | None
@@ -176,7 +190,8 @@ def _finish(name, data):
                            v["checkpoint_dir"])
     check_owned(v)
     return JobSpec(name=name, **{**v, "resources": Resources(**v["resources"]),
-                                 "timeouts": Timeouts(**v["timeouts"]), "retries": Retries(**v["retries"]),
+                                 "timeouts": Timeouts(**v["timeouts"]),
+                                 "queue": Queue(**v["queue"]), "retries": Retries(**v["retries"]),
                                  "debug": Debug(**v["debug"])})
 
 

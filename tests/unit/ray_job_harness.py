@@ -18,6 +18,7 @@ from ansible.module_utils.cordons import cordons
 from ansible.module_utils.jobs.evidence import evidence
 from ansible.module_utils.jobs.life import follow, step
 from ansible.module_utils.jobs.record import record as jr
+from ansible.module_utils.jobs.submission import admission
 from ansible.module_utils.jobs.submission import submit as jsubmit
 from ansible.module_utils.jobspec import model as jobspec
 from ansible.module_utils.testing import patch_module_args
@@ -75,6 +76,20 @@ class FakeRay:
         self.stop_to = "STOPPED"  # what stop_job makes of a job; None: it keeps its state
         self.node_files, self.nodes_down, self.tails = {}, set(), []  # {node_id: {log name: text}}; what was read
         self.groups, self.busy_ips = [], set()  # placement groups; workers whose GPUs a stopped job still holds
+        # The GCS's resource view (rc.node_resources): each node's available resources, by node id (absent: all of
+        # its total), the nodes listed, and what each job's placement groups hold ({job_id: {node_id: resources}}).
+        self.free, self.nodes, self.bundles = {}, [HEAD, WORKER], {}
+        self.resource_error = None
+
+    def node_resources(self, gcs_address, timeout=10):
+        if self.resource_error:
+            raise self.resource_error
+        return [{"node_id": n["node_id"], "node_ip": n["node_ip"], "total": dict(n["resources_total"]),
+                 "available": dict(self.free.get(n["node_id"], n["resources_total"]))} for n in self.nodes
+                if n.get("state") == "ALIVE"]
+
+    def job_bundles(self, url):
+        return {job: {node: dict(held) for node, held in nodes.items()} for job, nodes in self.bundles.items()}
 
     def client(self, dashboard_url, token):
         self.clients.append((dashboard_url, token))
@@ -181,7 +196,9 @@ def fake_ray(monkeypatch):
     clock = Clock()
     fake = FakeRay(clock)
     monkeypatch.setattr(rc, "job_client", fake.client)
-    monkeypatch.setattr(rc, "list_nodes", lambda url: [HEAD, WORKER])
+    monkeypatch.setattr(rc, "list_nodes", lambda url: list(fake.nodes))
+    monkeypatch.setattr(rc, "node_resources", fake.node_resources)
+    monkeypatch.setattr(rc, "job_bundles", fake.job_bundles)
     monkeypatch.setattr(rc, "cluster_status_text", lambda url, token: "======== Autoscaler status ========")
     monkeypatch.setattr(rc, "list_actor_summaries", lambda url, limit=1000: [])
     monkeypatch.setattr(rc, "list_alive_actor_nodes", lambda url: [])
@@ -191,7 +208,7 @@ def fake_ray(monkeypatch):
     monkeypatch.setattr(rc, "node_log_tail", fake.node_log_tail)
     monkeypatch.setattr(cordons, "list_groups", fake.list_groups)  # the cordons' holds (around.py)
     monkeypatch.setattr(cordons, "apply", fake.hold)
-    for module in (evidence, follow, jr, step, jsubmit):
+    for module in (evidence, follow, jr, step, jsubmit, admission):
         monkeypatch.setattr(module, "time", clock)
 
     def no_process(self, args, **kwargs):

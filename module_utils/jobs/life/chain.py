@@ -97,7 +97,8 @@ def submit_next(module, job, status, root, linked, known, secret_env, lines):
     if went.get("progress"):
         lines.append(went["progress"])
     try:
-        submitted = submit.submit_spec(module, job.config, spec.to_dict(), False)
+        # the attempt is its first job's submitter's, in the queue as any submission
+        submitted = submit.submit_spec(module, job.config, spec.to_dict(), False, status.queue.submitter)
     except Failed as exc:
         raise Failed(str(exc), **job.result(status, ""), outcome=PENDING, lines=lines) from None
     changed = bool(job.changed or went.get("changed") or submitted.get("changed"))
@@ -116,7 +117,8 @@ def submit_next(module, job, status, root, linked, known, secret_env, lines):
     where = (f"{resumed.path} (step {resumed.step})" if resumed.path
              else "step 0 (save_freq -1: checkpoints are off)" if js.checkpoints_off(spec)
              else "the start (it saved no checkpoint)")
-    lines.append(f"{attempt_id}: submitted, resuming {job.sid} from {where}")
+    verb = "queued" if submitted.get("state") == "QUEUED" else "submitted"
+    lines.append(f"{attempt_id}: {verb}, resuming {job.sid} from {where}")
     return dict(decided(job, status, SUBMITTED, lines, follow=attempt_id), changed=changed,
                 resumed_from=submitted.get("resumed_from"), output_dir=spec.output_dir)
 

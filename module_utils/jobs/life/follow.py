@@ -9,7 +9,11 @@ from ansible.module_utils.jobs.life import reconcile, step
 from ansible.module_utils.jobs.record import client as jc
 from ansible.module_utils.jobs.record import record
 from ansible.module_utils.jobs.record.job import Failed
+from ansible.module_utils.jobs.record.status import QUEUED
+from ansible.module_utils.jobs.submission import admission, submit
 
+# How often a follower of a QUEUED job asks the queue within one wait call (each ask reads Ray's resources).
+ADMIT_EVERY_S = 5
 # Lines of the driver log that action=logs returns, out of at most its last LOG_TAIL_BYTES.
 LOG_TAIL_LINES = 100
 LOG_TAIL_BYTES = 1 << 20
@@ -24,6 +28,12 @@ def wait_action(module, job):
     if module.check_mode:
         return job.result(status, f"{job.sid}: not followed in check mode")
     deadline = time.monotonic() + module.params["poll_s"]
+    lines = []
+    if status.state == QUEUED:
+        status, lines = wait_queued(module, job, deadline)
+        if status.final or status.state == QUEUED:
+            line = evidence.final_line(job, status) if status.final else admission.line(job.sid, status.queue)
+            return job.result(status, line, queue_lines=lines)
     last_seen_ms = module.params.get("last_seen_ms")
     while True:
         look = time.monotonic() >= deadline
@@ -37,7 +47,9 @@ def wait_action(module, job):
             status = reconcile.forgotten(job, status)  # fails naming why, unless the head restarted just now
             return job.result(status, evidence.final_line(job, status))
         if done.verb in (step.FINAL, step.FINALIZED):
-            return job.result(status, evidence.final_line(job, status))
+            if done.verb == step.FINALIZED:  # what it held is free: the queue is asked once, so the next one starts
+                lines += submit.admit(module, job.config, job.client)["lines"]
+            return job.result(status, evidence.final_line(job, status), queue_lines=lines)
         if done.info is None:  # Ray forgot the job while it was stopped: the next wait says so
             return job.result(status, f"{job.sid}: {status.state}")
         if look:
@@ -45,9 +57,34 @@ def wait_action(module, job):
         time.sleep(1)
 
 
+def wait_queued(module, job, deadline):
+    """A follower of a QUEUED job asks the queue (submit.admit) every ADMIT_EVERY_S until it is admitted, ended
+    (stopped, its queue_s) or the call's poll_s is over. Returns its status and what the admissions said."""
+    known = module.params.get("spec")
+    lines = []
+    while True:
+        asked = submit.admit(module, job.config, job.client, {job.sid: known} if isinstance(known, dict) else None)
+        lines += [line for line in asked["lines"] if line not in lines]
+        status = job.status()
+        left = deadline - time.monotonic()
+        if status.final or status.state != QUEUED or left <= 0:
+            return status, lines
+        time.sleep(min(ADMIT_EVERY_S, left))
+
+
 def stop(module, job):
-    """action=stop: stop a running job for stop_reason and finalise its record once Ray says it stopped."""
-    status, info = job.status(), job.info()
+    """action=stop: stop a running job for stop_reason and finalise its record once Ray says it stopped; a QUEUED
+    one is taken out of the queue with a final record (STOPPED, never submitted to Ray)."""
+    status = job.status()
+    if status.state == QUEUED and not status.final:
+        if module.check_mode:
+            return dict(job.result(status, f"{job.sid}: would be taken out of the queue"), changed=True)
+        status = admission.end_queued(job.record, None, module.params["stop_reason"],
+                                      "taken out of the queue before it was submitted to Ray")
+        if status.final:
+            return dict(job.result(status, f"{job.sid}: taken out of the queue: {status.state} ({status.reason})"),
+                        changed=True)
+    info = job.info()
     running = info is not None and not jc.is_terminal(info)
     if running and not module.check_mode:
         info = step.stop_for(job, status, module.params["stop_reason"])
@@ -76,6 +113,9 @@ def refresh(module, job):
 
 
 def status_action(module, job):
+    status = job.status()
+    if status.state == QUEUED and not status.final:  # its place and why it waits, as the last admission wrote them
+        return dict(job.result(status, admission.line(job.sid, status.queue)), queue=status.to_dict()["queue"])
     status, log, info = refresh(module, job)
     if status.final:
         return job.result(status, evidence.final_line(job, status))

@@ -13,7 +13,7 @@ from ansible.module_utils.jobs.evidence import evidence
 from ansible.module_utils.jobs.record import open_index
 from ansible.module_utils.jobs.record.job import Failed, Job
 from ansible.module_utils.jobs.record.record import Record
-from ansible.module_utils.jobs.record.status import Merge, RecordError
+from ansible.module_utils.jobs.record.status import QUEUED, Merge, RecordError
 from ansible.module_utils.verl import diagnosis
 
 
@@ -120,6 +120,9 @@ def reconcile(module, config):
                 result.setdefault("outages", []).append(sid)
             continue
         status = job.status()
+        if status.state == QUEUED:  # never in Ray: it waits in the queue, whatever the head did
+            result["open"].append(sid)
+            continue
         started = forgotten_since(job, status, head_started)
         if started is None:
             result["open"].append(sid)  # unknown to Ray for another reason: left as it is

@@ -17,6 +17,7 @@ from ansible.module_utils.jobs.record import client as jc
 from ansible.module_utils.jobs.record import record
 from ansible.module_utils.jobs.record.job import Failed
 from ansible.module_utils.jobs.record.record import now_ms
+from ansible.module_utils.jobs.record.status import QUEUED
 
 # What a step did: the record was final already, this step finalised it, it stays open, Ray does not know the job
 # and its head has run since before it was submitted (nothing judged), or the record cannot be trusted.
@@ -42,6 +43,8 @@ def step(job, status, check_mode=False, head_started=None, last_seen_ms=None, lo
     act: whether this step may stop the job (its timeouts, a hang); job.yml's status and logs only look."""
     if status.final:
         return Step(FINAL, status)
+    if status.state == QUEUED:  # not in Ray yet: the queue's admission moves it on (submit.admit), nothing else
+        return Step(OPEN, status)
     if status.rebuilt and status.rebuilt.startswith(record.UNREADABLE):
         # status.json is there but could not be read (EIO, ESTALE on NFS: it may pass): nothing is judged from the
         # guess Record.status rebuilt. One that was read and not trusted is kept aside and rebuilt with Ray's help.

@@ -15,6 +15,7 @@ from ansible.module_utils.jobs.life import chain, reconcile, step
 from ansible.module_utils.jobs.record import open_index
 from ansible.module_utils.jobs.record.job import Failed, Job
 from ansible.module_utils.jobs.record.status import FAILED, RecordError
+from ansible.module_utils.jobs.submission import submit
 
 RETRY_PENDING_S = 24 * 3600  # a retry not submitted for this long after its attempt ended is a person's call
 
@@ -74,6 +75,11 @@ def watch(module, config):
                 result["hung"].append({"submission_id": sid, "summary": status.stall.summary,
                                        "since": status.stall.since})
     retries(module, config, result, failed, probe.client)
+    if not module.check_mode:  # once per pass: what ended in it, or elsewhere, may let queued jobs start
+        asked = submit.admit(module, config, probe.client)
+        result["queue_lines"], result["admitted"] = asked["lines"], asked["admitted"]
+        result["lines"] += asked["lines"]
+        result["changed"] = result["changed"] or bool(asked["admitted"] or asked["ended"])
     result["msg"] = (f"{len(open_ids)} open record(s): {len(result['finalized'])} finalised, "
                      f"{len(result['hung'])} hung, {len(result['retry'])} to retry, "
                      f"{len(result['unreadable'])} unreadable, {len(result['open'])} still open")

@@ -22,9 +22,12 @@ import functools
 from ansible.module_utils.base import conventions, files, model
 from ansible.module_utils.base.files import RecordError  # its home is files.py; status.RecordError stays
 from ansible.module_utils.base.ray_cluster import TERMINAL_JOB_STATES
+from ansible.module_utils.queue import model as queue
 
 # The states a record can be in, and what each means. Ray's five first; the others are ours.
 STATES = {
+    "QUEUED": ("in the cluster's queue, not yet submitted to Ray: its record is complete but for Ray's part, and its "
+               "`queue` says its place and why it waits (docs/queue.md)"),
     "PENDING": "Ray accepted the job; its driver waits for resources or for its runtime_env",
     "RUNNING": "the driver runs",
     "SUCCEEDED": "the driver exited 0",
@@ -34,6 +37,7 @@ STATES = {
     "UNKNOWN": ("status.json was lost or could not be trusted: rebuilt from config/job_spec.json (field `rebuilt` says "
                 "why); such a record is never finalised from a guess"),
 }
+QUEUED = "QUEUED"
 RAY_STATES = ("PENDING", "RUNNING", "STOPPED", "SUCCEEDED", "FAILED")
 SUCCEEDED, FAILED = "SUCCEEDED", "FAILED"  # the final states the chain of attempts (chain.py) decides on
 TERMINAL = TERMINAL_JOB_STATES
@@ -107,7 +111,26 @@ FIELDS = (
         F("max_run_s", "int", "Seconds the job may run; null: no limit."),
         F("stall_s", "int", "Seconds without a new step (or log line) that make the job hung; null: from its steps."),
         F("on_stall", "str", "What a hang does: report, or stop (retries.on hung stops too).",
-          choices=conventions.STALL_CHOICES))),
+          choices=conventions.STALL_CHOICES),
+        F("queue_s", "int", "Seconds it may wait QUEUED; null: no limit."))),
+    F("queue", "object", "Its place in the cluster's queue: who submitted it, its class, since when it waits, where "
+      "and why (jobs/submission/admission.py; docs/queue.md).", fields=(
+          F("submitter", "str", "Who submitted it: the control host's login, or -e submitter of a login the site "
+            "lets act for others.", pattern=conventions.NAME_RULE),
+          F("priority", "str", "Its class.", choices=queue.CLASSES),
+          F("preemptible", "bool", "Whether a waiting job of a higher class may take its place."),
+          F("since", "int", "When it entered the queue (ms).", **MS),
+          F("ranks", "int", "Its ranks (nodes x n_gpus_per_node): what quotas and fair share count as GPUs.",
+            minimum=0, maximum=files.COUNT_MAX),
+          F("position", "int", "Its place in the queue's order when last asked (1: first); null once admitted.",
+            minimum=1, maximum=files.COUNT_MAX),
+          F("reason", "str", "Why it waits, or why it was admitted.", choices=tuple(queue.REASON_WORDS)),
+          F("words", "str", "The reason in words."),
+          F("admitted_at", "int", "When the queue admitted it and submitted it to Ray (ms).", **MS))),
+    F("preempt", "object", ("A waiting job of a higher class asked for this one's place (phase 1: recorded, the job "
+                            "runs on; stopping it at a whole checkpoint is to come)."), fields=(
+          F("by", "str", "The waiting job that asked.", pattern=conventions.ID_RULE),
+          F("at", "int", "When (ms).", **MS))),
     F("retries", "object", "The spec's retry policy.", fields=(
         F("max", "int", "Attempts after the first."),
         F("on", "list", "Diagnosis kinds that are retried.", item=_TEXT),
@@ -211,6 +234,8 @@ Stall = model.part_class(_BY_NAME["stall"])
 Outage = model.part_class(_BY_NAME["outages"].item)
 Blame = model.part_class(_BY_NAME["blame"].item)
 Goodput = model.part_class(_BY_NAME["goodput"])
+Queue = model.part_class(_BY_NAME["queue"])
+Preempt = model.part_class(_BY_NAME["preempt"])
 
 
 def _named(path):
@@ -239,6 +264,8 @@ class StatusFile(model.Typed):
     rebuilt: str | None = None
     resumed: str | None = None
     timeouts: Timeouts = None
+    queue: Queue = None
+    preempt: Preempt = None
     retries: Retries = None
     submitted_at: int | None = None
     updated_at: int | None = None

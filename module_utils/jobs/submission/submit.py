@@ -6,10 +6,12 @@ status.json is a submit that was interrupted: the same command completes it (sub
 """
 
 import dataclasses
+import json
 import os
 import time
 
 from ansible.module_utils.base import conventions
+from ansible.module_utils.base.redaction import REDACTED
 from ansible.module_utils.jobs.evidence import evidence
 from ansible.module_utils.jobs.record import client as jc
 from ansible.module_utils.jobs.record import open_index
@@ -22,20 +24,45 @@ from ansible.module_utils.jobs.record.record import (
     now_ms,
     record_lock,
 )
-from ansible.module_utils.jobs.record.status import NEW, StatusFile
-from ansible.module_utils.jobs.submission import attempts, preflight
+from ansible.module_utils.jobs.record.status import NEW, QUEUED, Queue, StatusFile
+from ansible.module_utils.jobs.submission import admission, attempts, preflight
 from ansible.module_utils.jobspec import model as js
 from ansible.module_utils.jobspec import render
 from ansible.module_utils.jobspec.fields import TRAINERS
+from ansible.module_utils.queue import model as qm
 
 
 def submit(module, config):
-    """action=submit: the JobSpec the action plugin resolved (module.params)."""
+    """action=submit: the JobSpec the action plugin resolved (module.params), by its submitter."""
     return submit_spec(module, config, module.params["spec"], module.params["preflight"])
 
 
-def submit_spec(module, config, spec, preflight_on):
-    """Submit a resolved JobSpec (a dict): the action's, or the next attempt's (chain.py, preflight off)."""
+def submitter_of(module, given=None):
+    """Who submits: given (a chain's first submitter), else the submitter option (the action plugin's), else
+    admission.AROUND (the module called alone); one line naming the field when it is not a name."""
+    name = given or module.params.get("submitter") or admission.AROUND
+    if not conventions.matches(conventions.NAME_RULE, name):
+        raise Failed(f"submitter: must be {conventions.NAME_RULE[1]}")
+    return name
+
+
+def queue_settings(module):
+    """The site's ray_queue_quotas and ray_queue_preempting (module options), checked: one line naming the field."""
+    p = module.params
+    try:
+        qm.quotas_of(p.get("queue_quotas"))
+        qm.preempting_of(p.get("queue_preempting"))
+    except qm.QueueError as exc:
+        raise Failed(str(exc)) from None
+    return p.get("queue_quotas"), p.get("queue_preempting")
+
+
+def submit_spec(module, config, spec, preflight_on, submitter=None):
+    """Submit a resolved JobSpec (a dict): the action's, or the next attempt's (chain.py, preflight off): at once when
+    the queue admits it, else written QUEUED (admission.py)."""
+    known = spec
+    submitter = submitter_of(module, submitter)
+    settings = queue_settings(module)
     try:
         spec = js.check_cluster(js.JobSpec.from_dict(spec), config)
     except js.JobSpecError as exc:
@@ -87,7 +114,8 @@ def submit_spec(module, config, spec, preflight_on):
                     **shown)
     create_exclusive(spec.output_dir)  # the loser of a race for this id waits on the lock below
     try:
-        with record_lock(spec.output_dir):
+        # The queue's lock first, then the record's: the order every admission takes them in.
+        with admission.queue_lock(config.shared_root), record_lock(spec.output_dir):
             # Whoever held the lock before may have submitted this id and written its status meanwhile.
             if job.record.has_status():
                 return existing()
@@ -95,14 +123,159 @@ def submit_spec(module, config, spec, preflight_on):
                 attempts.link(config, resume["root"], job.sid)
                 # the attempt it resumes is decided: no watcher pass takes its retry up again
                 Record(conventions.job_dir(config.shared_root, spec.resume_from), spec.resume_from).retry_decided()
-            return submit_locked(job, spec, config, job.info(), entrypoint, runtime_env, options, shown, nodes)
-    except LockTimeout as exc:
+            info = job.info()
+            part = admission.queue_part(known, submitter, now_ms())
+            if info is not None:  # an interrupted submit Ray accepted: completed as it was
+                return submit_locked(job, spec, config, info, entrypoint, runtime_env, options, shown, nodes, part)
+            asked = admit_locked(module, config, job.client, settings, {job.sid: known}, new=(job.sid, part, known))
+            mine = asked["new"]
+            if mine is None and asked["unasked"] and not asked["waiting"]:
+                # Nobody waits and the queue cannot be asked (Ray's resource view unreadable): submitted as before
+                # the queue, saying so, rather than left waiting for an admission that may never come.
+                part.update(words=f"submitted without the queue's decision: {asked['unasked']}", admitted_at=now_ms())
+                out = submit_locked(job, spec, config, None, entrypoint, runtime_env, options, shown, nodes, part)
+            elif mine is not None and mine["verdict"] == qm.ADMIT:
+                part.update(reason=mine["reason"], words=mine["words"], admitted_at=now_ms())
+                out = submit_locked(job, spec, config, None, entrypoint, runtime_env, options, shown, nodes, part)
+            else:
+                out = enqueue(job, spec, shown, runtime_env, part, mine, asked)
+            return dict(out, queue_lines=asked["lines"])
+    except (LockTimeout, admission.QueueBusy) as exc:
         raise Failed(f"{job.sid}: {exc}") from None
 
 
-def submit_locked(job, spec, config, info, entrypoint, runtime_env, options, shown, nodes=None):
-    """Write the record and submit; the caller holds the record's lock and saw no status.json.
-    nodes: the node list the preflight asked for seconds ago (None: the snapshot asks)."""
+def enqueue(job, spec, shown, runtime_env, part, mine, asked):
+    """Write the record of a job that waits: complete as a submitted one's (its spec, runtime_env and submit command),
+    QUEUED with its place and reason, open, so nothing is lost if the control host goes away."""
+    write_files(job, spec, shown, runtime_env)
+    if mine is not None:
+        part.update(position=mine["position"], reason=mine["reason"], words=mine["words"])
+    else:  # the queue could not be asked: it waits for the next admission, saying why
+        part.update(words=f"the queue could not be asked now ({asked['unasked']}); the next admission will")
+    status = new_status(job, spec, part, shown)
+    status.state = QUEUED
+    job.save_status(status)
+    if mine is not None and mine["verdict"] == qm.PREEMPT:
+        admission.ask_preempt(job.config.shared_root, mine["victims"], job.sid)
+    return dict(job.result(status, admission.line(job.sid, status.queue)), existed=False,
+                queue=status.to_dict()["queue"], **shown)
+
+
+def admit_locked(module, config, client, settings, known=None, new=None):
+    """One admission (the caller holds the queue's lock): the queue, what runs, the workers and the use read; the
+    decision core asked; each queued entry admitted is submitted, each that waits gets its place and reason, a
+    preemption's victims are asked (phase 1: recorded, they run on); a QUEUED job past its timeouts.queue_s ends
+    FAILED (QUEUE_TIMEOUT). new: (id, queue part, spec) of a submission deciding with the queue (not submitted here).
+
+    Returns {"new": the new entry's decision or None, "admitted": ids submitted, "ended": ids ended, "lines": what
+    to print, "unasked": why the queue could not be asked, or None}."""
+    out = {"new": None, "admitted": [], "ended": [], "lines": [], "unasked": None, "waiting": 0}
+    state = admission.State()
+    try:
+        admission.read(client, config, state)
+    except Exception as exc:  # noqa: BLE001 - Ray's resources, the cordons: nothing is admitted from a guess
+        out["unasked"] = conventions.one_line(str(exc), 200) or type(exc).__name__
+        out["lines"].append(f"the queue was not asked: {out['unasked']}")
+        out["waiting"] = len(state.queued)
+        return out
+    out["lines"] += state.problems
+    now = state.now_ms
+    for q in list(state.queued):
+        if admission.expired(q, now):
+            state.queued.remove(q)
+            ended = admission.end_queued(q.record, state, conventions.QUEUE_TIMEOUT_REASON,
+                                         f"waited in the queue longer than its timeouts.queue_s "
+                                         f"({q.status.timeouts.queue_s}s): {q.status.queue.words or ''}".rstrip(": "))
+            if ended.final:
+                out["ended"].append(q.sid)
+                out["lines"].append(f"{q.sid}: FAILED ({ended.reason}): {ended.message}")
+    extra = []
+    if new is not None:
+        sid, part, spec = new
+        extra.append(admission.entry(sid, Queue.of(part), spec, state.gpus))
+    try:
+        decisions = state.decide(*settings, extra=extra)
+    except qm.QueueError as exc:  # a record's data the queue cannot take: named, nothing admitted
+        out["unasked"] = str(exc)
+        out["lines"].append(f"the queue was not asked: {exc}")
+        return out
+    if new is not None:
+        out["new"] = decisions.get(new[0])
+    for q in sorted(state.queued, key=lambda q: decisions[q.sid]["position"]):
+        decision = decisions[q.sid]
+        if decision["verdict"] == qm.ADMIT:
+            try:
+                if submit_queued(module, config, client, q, decision, (known or {}).get(q.sid)):
+                    out["admitted"].append(q.sid)
+                    out["lines"].append(f"{q.sid}: admitted ({decision['words']}), submitted")
+                continue
+            except (Failed, js.JobSpecError) as exc:
+                decision = dict(decision, words=f"admitted, not submitted: {conventions.one_line(str(exc), 300)}")
+                out["lines"].append(f"{q.sid}: {decision['words']}")
+        elif decision["verdict"] == qm.PREEMPT:
+            admission.ask_preempt(config.shared_root, decision["victims"], q.sid)
+        admission.waits(q, decision)
+    return out
+
+
+def admit(module, config, client, known=None):
+    """Ask the queue once under its lock (a follower's wait, the watcher's pass): admission.py reads, this submits."""
+    settings = queue_settings(module)
+    try:
+        with admission.queue_lock(config.shared_root):
+            return admit_locked(module, config, client, settings, known)
+    except admission.QueueBusy as exc:
+        return {"new": None, "admitted": [], "ended": [], "lines": [str(exc)], "unasked": str(exc), "waiting": 0}
+
+
+def spec_of_queued(q, known, secret_env):
+    """The spec a queued job is submitted with: the one its own submitter's run resolved (known), else its record's,
+    whose secret env values ("<redacted>") come from what the control host passed down (secret_env: -e env.NAME
+    values over the site's jobspec_defaults, as a retry's: attempts.given_env). A secret found in neither is an
+    error naming env.NAME: the job stays QUEUED until a run that has it asks."""
+    if isinstance(known, dict) and known.get("submission_id") == q.sid:
+        return known
+    spec = dict(q.spec)
+    env = dict(spec.get("env") or {}) if isinstance(spec.get("env"), dict) else {}
+    given = attempts.given_env(secret_env, spec.get("workload"))
+    for key, value in env.items():
+        if value == REDACTED:
+            if key not in given:
+                raise js.JobSpecError(f"env.{key}", "is a secret its record does not keep: follow the job with -e "
+                                      f"env.{key}=VALUE (job.yml -e do=wait), or set it in jobspec_defaults", value)
+            env[key] = given[key]
+    spec["env"] = env
+    if REDACTED in json.dumps(spec):
+        raise js.JobSpecError("spec", f"the record of {q.sid} holds a redacted value outside env", REDACTED)
+    return spec
+
+
+def submit_queued(module, config, client, q, decision, known):
+    """Submit a QUEUED job the queue admitted, exactly as a direct submit does (then PENDING/RUNNING), under its
+    record's lock: one that a stop or its queue_s ended meanwhile is left as it is. True when it was submitted."""
+    spec = js.check_cluster(js.JobSpec.from_dict(spec_of_queued(q, known, module.params.get("secret_env"))), config)
+    job = Job(module, config, q.sid, q.record.dir, client=client)
+    resume = attempts.resume_point(spec, config) if spec.resume_from else None
+    runtime_env = render.render_runtime_env(spec, config)
+    entrypoint = render.render_entrypoint(spec, config, resume["path"] if resume else None)
+    options = render.entrypoint_options(spec)
+    job.learn_secrets(runtime_env)
+    shown = dict(entrypoint=job.redact(entrypoint), runtime_env=job.redact(runtime_env), entrypoint_options=options,
+                 submit_cmd=job.redact(render.submit_command(spec, config, job.redact(runtime_env))))
+    with record_lock(q.record.dir):
+        status = job.status()
+        if status.final or status.state != QUEUED:
+            return False
+        if resume:
+            status.resumed_from = resume
+        status.queue.position, status.queue.reason = None, decision["reason"]
+        status.queue.words, status.queue.admitted_at = decision["words"], now_ms()
+        to_ray(job, spec, config, status, entrypoint, runtime_env, options, shown)
+    return True
+
+
+def write_files(job, spec, shown, runtime_env):
+    """The record's files of what was asked (the caller holds the record's lock and saw no status.json)."""
     ensure_layout(spec.output_dir)
     open_index.add(spec.output_dir)  # open until its status.json is final: readers find it without a scan
     job.record.changed = True
@@ -110,18 +283,30 @@ def submit_locked(job, spec, config, info, entrypoint, runtime_env, options, sho
     job.record.write_json(job.rec["runtime_env"], shown["runtime_env"])
     job.record.write_text(job.rec["submit_cmd"], shown["submit_cmd"] + "\n")
     job.record.write_json(job.rec["env_names"], sorted(runtime_env.get("env_vars", {})))
-    evidence.snapshot(job, "pre", nodes)
+
+
+def new_status(job, spec, part, shown=None):
+    """The first status.json of a record: the spec's facts, its queue part, and an attempt's links."""
     status = StatusFile(job.sid, state="PENDING", spec=spec.name, workload=spec.workload, code_path=spec.code_path,
                         code_id=spec.code_id, record=spec.output_dir,
-                        timeouts=dataclasses.asdict(spec.timeouts),
+                        timeouts=dataclasses.asdict(spec.timeouts), queue=part,
                         retries={"max": spec.retries.max, "on": list(spec.retries.on),
                                  "cordon": spec.retries.cordon})
-    if "resumed_from" in shown:
-        root, linked = attempts.chain(config, shown["resumed_from"]["root"])
+    if "resumed_from" in (shown or {}):
+        root, linked = attempts.chain(job.config, shown["resumed_from"]["root"])
         status.attempt_of = root
         status.attempt = linked.index(job.sid) if job.sid in linked else len(linked)
         status.resumed_from = shown["resumed_from"]
+    return status
+
+
+def submit_locked(job, spec, config, info, entrypoint, runtime_env, options, shown, nodes=None, part=None):
+    """Write the record and submit; the caller holds the record's lock and saw no status.json.
+    nodes: the node list the preflight asked for seconds ago (None: the snapshot asks); part: its queue part."""
+    write_files(job, spec, shown, runtime_env)
+    status = new_status(job, spec, part, shown)
     if info is not None:
+        evidence.snapshot(job, "pre", nodes)
         # Ray accepted it before the interruption: finish the record, submit nothing. Ray's start_time is when
         # it accepted the submission, so the pending timeout still counts from then.
         summary = jc.summary(info)
@@ -131,6 +316,14 @@ def submit_locked(job, spec, config, info, entrypoint, runtime_env, options, sho
         job.save_status(status)
         return dict(job.result(status, f"{job.sid}: record of an interrupted submit completed (Ray has the job)"),
                     existed=True, **shown)
+    return to_ray(job, spec, config, status, entrypoint, runtime_env, options, shown, nodes)
+
+
+def to_ray(job, spec, config, status, entrypoint, runtime_env, options, shown, nodes=None):
+    """Submit to Ray and write what it said (PENDING, or FAILED with SUBMISSION_FAILED); the record's files are
+    written and the caller holds its lock. pending_s counts from here: submitted_at is the submission to Ray."""
+    evidence.snapshot(job, "pre", nodes)
+    status.state = "PENDING"
     started = time.monotonic()
     status.submitted_at = now_ms()
     try:

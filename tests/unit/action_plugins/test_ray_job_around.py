@@ -26,6 +26,7 @@ def blamed(monkeypatch):
 
 def run(ray, ray_config, capsys, monkeypatch, tmp_path, nodes, **extra):
     monkeypatch.setattr(rc, "list_nodes", lambda url: nodes)
+    ray.nodes = list(nodes)  # the queue's view of the workers too
     return retry_run(ray, ray_config, capsys, monkeypatch, tmp_path,
                      {"spec": "sft", "submission_id": "tr-1", "retries.max": 1, **extra},
                      {"extra_vars": True, "wait": True})

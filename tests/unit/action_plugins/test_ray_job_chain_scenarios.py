@@ -29,7 +29,7 @@ BLAMED = {"node_ip": "10.0.0.11", "host": "w1", "why": "node died",
 # What differs between two runs of one scenario only because they looked at other moments: times, and the durations
 # measured from them (phases, the chain's goodput).
 TIMES = {"submitted_at", "updated_at", "start_time", "end_time", "since", "detected_at", "step_at", "log_at", "phases",
-         "goodput"}
+         "goodput", "admitted_at"}
 STACKS_AT = re.compile(r"debug/stacks/\d+")
 
 

@@ -246,7 +246,8 @@ def test_defaults():
         "user_code": False, "model_path": None, "train_files": None, "val_files": None,
         "output_dir": f"/private/jobs/{sid}", "checkpoint_dir": f"/private/jobs/{sid}/checkpoints",
         "save_freq": 10, "total_training_steps": None, "total_epochs": None,
-        "timeouts": {"pending_s": 600, "max_run_s": None, "stall_s": None, "on_stall": "report"},
+        "timeouts": {"pending_s": 600, "max_run_s": None, "stall_s": None, "on_stall": "report", "queue_s": None},
+        "queue": {"priority": "normal", "preemptible": None},
         "retries": {"max": 0, "on": ["node_died", "head_restarted", "nccl_gloo"], "cordon": True},
         "resume_from": None,
         "debug": {"breakpoints": False, "post_mortem": False},
@@ -331,7 +332,7 @@ def test_dataclasses_match_the_field_table():
     assert names == ["name"] + [f.name for f in jobspec_fields.SPEC_FIELDS]
     nested = {f.name: f for f in jobspec_fields.SPEC_FIELDS if f.kind == "object"}
     for name, model in (("resources", jobspec.Resources), ("timeouts", jobspec.Timeouts), ("retries", jobspec.Retries),
-                        ("debug", jobspec.Debug)):
+                        ("debug", jobspec.Debug), ("queue", jobspec.Queue)):
         assert [f.name for f in dataclasses.fields(model)] == [f.name for f in nested[name].fields]
     assert [f.name for f in dataclasses.fields(jobspec.RayConfig)] == [
         f.name for f in jobspec_fields.RAY_CONFIG_FIELDS]

@@ -15,9 +15,9 @@ LAYERS = {
     "verl": {"base"},
     "daemons": {"base"},
     "node": {"base", "daemons"},
-    "jobspec": {"base", "verl"},
+    "jobspec": {"base", "verl", "queue"},
     "cordons": {"base"},
-    "jobs": {"base", "verl", "jobspec", "cordons"},
+    "jobs": {"base", "verl", "jobspec", "cordons", "queue"},
     "regression": {"base", "verl", "jobs"},
     "queue": {"base"},
 }

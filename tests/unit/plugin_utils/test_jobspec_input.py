@@ -34,12 +34,20 @@ def test_resolve_ignores_playbook_knobs_and_inventory_names(specs_dir):
     assert spec["resources"]["entrypoint_resources"] == {"worker_node": 1}
 
 
+def test_the_queue_fields_come_from_e_as_data(specs_dir):
+    spec = resolve(specs_dir, {"spec": "smoke", "queue.priority": "high", "queue.preemptible": "true",
+                               "timeouts.queue_s": "600", "submitter": "bob"})  # submitter: the action's, no field
+    assert spec["queue"] == {"priority": "high", "preemptible": True} and spec["timeouts"]["queue_s"] == 600
+    with pytest.raises(JobSpecError, match=r"^jobspec field 'queue.priority': must be one of low, normal, high"):
+        resolve(specs_dir, {"spec": "smoke", "queue.priority": "urgent"})
+
+
 def test_resolve_applies_field_overrides_with_types(specs_dir):
     spec = resolve(specs_dir, {"spec": "smoke", "save_freq": "5", "timeouts.max_run_s": "60",
                                "submission_id": "smoke-1"})
     assert spec["save_freq"] == 5  # "5" became an int
     assert spec["timeouts"] == {"pending_s": 120, "max_run_s": 60, "stall_s": None,
-                                "on_stall": "report"}  # the file's pending_s is kept
+                                "on_stall": "report", "queue_s": None}  # the file's pending_s is kept
     assert spec["output_dir"] == "/private/jobs/smoke-1"
 
 

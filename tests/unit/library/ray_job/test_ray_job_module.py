@@ -74,7 +74,8 @@ def test_submit_writes_the_record_and_pins_the_driver_to_a_worker(ray, ray_confi
     status = status_json(ray_config)
     assert status["state"] == "PENDING" and status["final"] is False and status["reason"] is None
     assert status["submission_id"] == SID and status["timeouts"] == {"pending_s": 120, "max_run_s": 300,
-                                                                      "stall_s": None, "on_stall": "report"}
+                                                                      "stall_s": None, "on_stall": "report",
+                                                                      "queue_s": None}
     assert status["submitted_at"] == int(ray.clock.now * 1000)
     with open(os.path.join(rec, "config", "env_var_names.json"), encoding="utf-8") as handle:
         assert json.load(handle) == ["PYTHONPATH", "RAY_DEBUG", "WANDB_API_KEY"]

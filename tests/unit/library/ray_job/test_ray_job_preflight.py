@@ -216,6 +216,7 @@ def test_the_labs_cpu_platform_asks_one_cpu_a_bundle_and_is_placed(ray, ray_conf
     # The lab's workers: 8 logical CPUs and 4 declared GPUs; verl_cpu's resource name "CPU" overwrites verl's
     # {"CPU": 3} with 1.
     lab_worker = {**WORKER, "resources_total": {"CPU": 8.0, "GPU": 4.0, "worker_node": 1.0}}
+    ray.nodes = [HEAD, lab_worker]  # the queue's view of the workers too: its 4 GPUs are free
     monkeypatch.setattr(rc, "list_nodes", lambda url: [HEAD, lab_worker])
     Head(monkeypatch, (0, probe_output(), ""))
     code, out = submit(capsys, ray_config, grpo(ray_config, resources={"n_gpus_per_node": 4}))

@@ -169,7 +169,7 @@ def test_every_object_of_status_json_is_a_typed_part_made_from_its_field():
     blank = StatusFile("a-1")
     objects = [f for f in FIELDS if f.kind == "object"]
     assert {"timeouts", "retries", "phases", "preflight", "diagnosis", "resumed_from", "progress", "stall",
-            "goodput"} == {f.name for f in objects}
+            "goodput", "queue", "preempt"} == {f.name for f in objects}
     for f in objects:
         part = getattr(blank, f.name)
         assert type(part) is model.part_class(f) and part.FIELD is f and not part and blank.to_dict()[f.name] is None
