@@ -102,6 +102,10 @@ def job_summary(job):
         "driver_exit_code": get("driver_exit_code"),
         "start_time": get("start_time"),
         "end_time": get("end_time"),
+        # What its driver holds while it runs (the queue counts it for jobs submitted around the queue too).
+        "entrypoint_num_cpus": get("entrypoint_num_cpus"),
+        "entrypoint_num_gpus": get("entrypoint_num_gpus"),
+        "entrypoint_resources": get("entrypoint_resources"),
     }
 
 

@@ -134,6 +134,10 @@ class _Decider:
     def no_fit(self, entry):
         return self.pool.no_fit(entry.placement)
 
+    def never_fits(self, entry):
+        return m.NEVER_FITS, words(m.NEVER_FITS, needs=fit.needs_words(entry.placement),
+                                   fit=fit.fit_words(entry.placement, self.pool.free))
+
     def one(self, entry):
         blocked = self.quota(entry)
         if blocked:
@@ -144,14 +148,15 @@ class _Decider:
                 return self.admit(entry, where, m.FITS, words(m.FITS, workers=fit.listed(where)))
             if entry.priority in self.preempting and self.preempt(entry):
                 return None
-            text = self.no_fit(entry)
-            if self.capacity.fits(entry.placement):  # it could run one day: it holds the line
-                self.first = (entry, *self.shadow(entry))
-                self.ahead[entry.priority] = 1
-            return self.say(entry, m.WAIT, m.NO_FIT, text)
+            if not self.capacity.fits(entry.placement):  # it holds nobody up
+                return self.say(entry, m.WAIT, *self.never_fits(entry))
+            self.first = (entry, *self.shadow(entry))  # it could run one day: it holds the line
+            self.ahead[entry.priority] = 1
+            return self.say(entry, m.WAIT, m.NO_FIT, self.no_fit(entry))
         if where is None:
-            if self.capacity.fits(entry.placement):
-                self.ahead[entry.priority] = self.ahead.get(entry.priority, 0) + 1
+            if not self.capacity.fits(entry.placement):
+                return self.say(entry, m.WAIT, *self.never_fits(entry))
+            self.ahead[entry.priority] = self.ahead.get(entry.priority, 0) + 1
             return self.say(entry, m.WAIT, m.NO_FIT, self.no_fit(entry))
         first, shadow, spare = self.first
         if shadow is None:

@@ -34,6 +34,7 @@ FITS = "fits"  # admitted: it fits now, nobody waits ahead of it
 BACKFILL = "backfill"  # admitted ahead of the first waiting job, which it does not delay
 PREEMPTS = "preempts"  # admitted once its victims are stopped
 NO_FIT = "no_fit"  # its placement does not fit the free resources now
+NEVER_FITS = "never_fits"  # it would not fit the uncordoned workers even with nothing running
 QUOTA_JOBS = "quota_jobs"  # its submitter has their quota of jobs running
 QUOTA_GPUS = "quota_gpus"  # it would take its submitter past their quota of GPUs
 BEHIND = "behind"  # it fits, but jobs wait ahead whose start cannot be known, so nothing may pass them
@@ -44,6 +45,7 @@ REASON_WORDS = {
     BACKFILL: "starts ahead of {first}, which it does not delay ({why})",
     PREEMPTS: "preempts {victims}: their release makes {needs} fit",
     NO_FIT: "needs {needs}; {fit}",
+    NEVER_FITS: "needs {needs}; {fit}, even with nothing running",
     QUOTA_JOBS: "{who} is at their quota of {quota} jobs",
     QUOTA_GPUS: "{who} is at their quota of {quota} GPUs ({used} in use, this job asks {asks})",
     BEHIND: "behind {ahead}",

@@ -31,6 +31,8 @@ HEAD = {"node_id": "n-head", "node_ip": "10.0.0.10", "node_name": "head", "is_he
         "resources_total": {"CPU": 0.0}}
 WORKER = {"node_id": "n-w1", "node_ip": "10.0.0.11", "node_name": "w1", "is_head_node": False, "state": "ALIVE",
           "resources_total": {"CPU": 8.0, "GPU": 2.0, "worker_node": 1.0}}
+# A worker that takes several jobs' drivers at once, for tests of several jobs the queue must not hold back.
+ROOMY = {**WORKER, "resources_total": {**WORKER["resources_total"], "worker_node": 4.0}}
 LOG = f"""\
 smoke_probe: WANDB_API_KEY={SECRET}
 step:1 - train/loss:6.0625 - train/grad_norm:4.10 - train/lr:0.001
@@ -108,7 +110,8 @@ class FakeRay:
         self.jobs[sid] = types.SimpleNamespace(
             submission_id=sid, job_id=None, status=JobStatus.PENDING, entrypoint=kwargs["entrypoint"],
             message="Job has not started yet.", error_type=None, driver_node_id=None, driver_exit_code=None,
-            start_time=None, end_time=None, runtime_env=kwargs["runtime_env"], metadata=kwargs["metadata"])
+            start_time=None, end_time=None, runtime_env=kwargs["runtime_env"], metadata=kwargs["metadata"],
+            **{key: kwargs.get(key) for key in ("entrypoint_num_cpus", "entrypoint_num_gpus", "entrypoint_resources")})
         return sid
 
     def set(self, sid, status, **fields):

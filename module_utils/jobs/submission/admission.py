@@ -11,8 +11,11 @@ and records, and submits nothing.
 - What runs: every job Ray has not ended (list_jobs). One with a record of ours is its submitter's, of its class;
   one without (submitted around the queue, with the token) is AROUND's, of the default class, never preemptible, with
   no max_run_s. What each holds is what Ray says its placement groups hold (the state API, by the driver's job id),
-  plus its driver's resources on the driver's node when it has a record; Ray's available resources already count
-  everything held, so a job around the queue uses what it takes whether or not its holds are known.
+  plus its driver's entrypoint resources on the driver's node (Ray's job info, ours or not); Ray's available
+  resources already count everything held, so a job around the queue uses what it takes whether or not its holds are
+  known. What a job of ours was admitted to take and Ray does not show held yet (its driver before it starts, its
+  gang before its groups are made; a command job's gang always) is reserved from the free resources where it would
+  go (reserve_unplaced), so two admissions a second apart never give the same workers twice.
 - The workers: each live node that carries worker_node, with Ray's total and available resources (the GCS's view,
   ray_cluster.node_resources), cordoned when the cordons' folder names it (a cordoned one takes no admission).
 - Fair share: the records changed within the window (a directory's mtime, so years of records cost one stat each)
@@ -192,18 +195,51 @@ def read_running(client, shared_root, statuses, ips, state):
                 holds[ips[node_id]] = {k: v for k, v in held.items() if conventions.matches(qm.RESOURCE_RULE, k)}
         started = (job.get("start_time") or state.now_ms) / 1000
         mine = status is not None and status.queue and status.queue.submitter
+        gang_placed, driver_ip = bool(holds), ips.get(job.get("driver_node_id"))  # holds: its groups' bundles so far
+        if driver_ip:  # what Ray reserved for its driver, ours or not
+            holds[driver_ip] = fit.plus(holds.get(driver_ip, {}), driver_holds(job))
         if mine:
             spec = read_json(Record(conventions.job_dir(shared_root, sid), sid).path["job_spec"],
                              base=conventions.job_dir(shared_root, sid), limit=SPEC_CAP)
-            driver_ip = ips.get(job.get("driver_node_id"))
-            if isinstance(spec, dict) and isinstance(spec.get("resources"), dict) and driver_ip:
-                holds[driver_ip] = fit.plus(holds.get(driver_ip, {}), placement(spec, state.gpus)["driver"])
+            if isinstance(spec, dict) and isinstance(spec.get("resources"), dict):
+                asked = placement(spec, state.gpus)
+                for ip, taken in reserve_unplaced(state, sid, asked, gang_placed,
+                                                  driver_placed=bool(driver_ip)).items():
+                    holds[ip] = fit.plus(holds.get(ip, {}), taken)
         state.running.append({
             "id": sid, "submitter": status.queue.submitter if mine else AROUND,
             "priority": status.queue.priority if mine else qm.DEFAULT_CLASS,
             "preemptible": bool(status.queue.preemptible) if mine else False, "started_s": started,
             "max_run_s": status.timeouts.max_run_s if mine else None, "holds": holds,
             "ranks": status.queue.ranks if mine and status.queue.ranks is not None else None})
+
+
+def driver_holds(job):
+    """What Ray reserved for a job's driver (its entrypoint resources), as the queue names resources."""
+    held = {"CPU": job.get("entrypoint_num_cpus") or 0, "GPU": job.get("entrypoint_num_gpus") or 0}
+    extra = job.get("entrypoint_resources")
+    held.update(extra if isinstance(extra, dict) else {})
+    return {k: v for k, v in held.items() if isinstance(v, (int, float)) and v > 0
+            and conventions.matches(qm.RESOURCE_RULE, k)}
+
+
+def reserve_unplaced(state, sid, asked, gang_placed, driver_placed):
+    """What a job of ours was admitted to take but Ray does not show it holding yet is taken from the workers' free
+    resources where it would go ({worker: taken}), so the next admission cannot give it away: a job's driver before
+    it starts and its gang before its placement groups are made (the first seconds of every job; always for a command
+    job, which makes none, so the queue keeps what it declared)."""
+    unplaced = qm.Placement(asked["nodes"], {} if gang_placed else asked["per_node"], asked["ranks_per_node"],
+                            {} if driver_placed else asked["driver"])
+    if not any(unplaced.per_node.values()) and not any(unplaced.driver.values()):
+        return {}
+    where = fit.place(unplaced, {w["id"]: w["free"] for w in state.workers if not w["cordoned"]})
+    if where is None:  # Ray holds it PENDING until something ends; nothing is taken twice
+        state.problems.append(f"{sid}: what it was admitted to take is not free now; Ray places it when it is")
+        return {}
+    for worker in state.workers:
+        if worker["id"] in where:
+            worker["free"] = fit.minus(worker["free"], where[worker["id"]])
+    return where
 
 
 def read_usage(shared_root, state, window_s=share.WINDOW_S):

@@ -134,8 +134,12 @@ def submit_spec(module, config, spec, preflight_on, submitter=None):
                 # the queue, saying so, rather than left waiting for an admission that may never come.
                 part.update(words=f"submitted without the queue's decision: {asked['unasked']}", admitted_at=now_ms())
                 out = submit_locked(job, spec, config, None, entrypoint, runtime_env, options, shown, nodes, part)
-            elif mine is not None and mine["verdict"] == qm.ADMIT:
-                part.update(reason=mine["reason"], words=mine["words"], admitted_at=now_ms())
+            elif mine is not None and (mine["verdict"] == qm.ADMIT or mine["reason"] == qm.NEVER_FITS):
+                # One that could not run even on an idle cluster (a resource no uncordoned worker offers, more nodes
+                # than are up) is no job for the queue to order: Ray holds it PENDING, as before the queue, and its
+                # pending_s ends it with the resources named, where the queue would have kept it waiting unbounded.
+                handed = ": handed to Ray, whose pending_s bounds its wait" if mine["verdict"] != qm.ADMIT else ""
+                part.update(reason=mine["reason"], words=mine["words"] + handed, admitted_at=now_ms())
                 out = submit_locked(job, spec, config, None, entrypoint, runtime_env, options, shown, nodes, part)
             else:
                 out = enqueue(job, spec, shown, runtime_env, part, mine, asked)

@@ -73,7 +73,10 @@ def test_a_bad_act_for_others_is_named(ray, ray_config, specs_dir, capsys, monke
 def test_a_queued_submit_prints_its_place_and_reason_and_the_site_settings_go_down(ray, ray_config, specs_dir,
                                                                                      capsys, monkeypatch):
     ray.nodes = [HEAD, WORKER]
-    ray.free["n-w1"] = {**WORKER["resources_total"], "worker_node": 0.0}  # a job runs there
+    ray.free["n-w1"] = {**WORKER["resources_total"], "worker_node": 0.0}  # a job runs there, around the queue
+    ray.submit_job(submission_id="x-1", entrypoint="sleep 600", runtime_env={}, metadata={},
+                   entrypoint_resources={"worker_node": 1})
+    ray.set("x-1", "RUNNING", driver_node_id="n-w1", job_id="job-x-1")
     quotas = {"default": {"jobs": 4}}
     result, sent, shown = submit(ray_config, specs_dir, capsys, monkeypatch, "alice", {"submission_id": "s-1"},
                                  ray_queue_quotas=quotas, ray_queue_preempting=["normal", "high"])

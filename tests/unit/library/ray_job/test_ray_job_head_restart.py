@@ -5,7 +5,7 @@ import json
 import os
 
 from ansible.module_utils.base import ray_cluster as rc
-from ray_job_harness import HEAD, SID, WORKER, files, make_spec, record, run
+from ray_job_harness import HEAD, ROOMY, SID, WORKER, files, make_spec, record, run
 
 
 def submit_then_restart(capsys, ray, ray_config, monkeypatch, sid=SID, head_after_s=60):
@@ -61,6 +61,7 @@ def test_a_head_that_cannot_be_read_changes_nothing(ray, ray_config, capsys, mon
 
 def test_reconcile_finalises_only_the_forgotten_records(ray, ray_config, capsys, monkeypatch):
     alive, done, lost = (SID.replace("abc123", s) for s in ("a11ve1", "d0ne01", "l0st01"))
+    ray.nodes = [HEAD, ROOMY]  # all three run at once
     for sid in (alive, done, lost):
         assert run(capsys, spec=make_spec(ray_config, submission_id=sid), ray_config=ray_config)[0] == 0
     ray.set(done, "SUCCEEDED", driver_exit_code=0, start_time=1, end_time=2)

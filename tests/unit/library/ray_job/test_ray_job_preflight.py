@@ -17,7 +17,7 @@ from ansible.module_utils.jobs.submission import preflight, verdicts
 from ansible.module_utils.jobspec import model as jobspec
 from ansible.module_utils.verl import probe as verl_probe
 from ray._raylet import RAY_INTERNAL_NAMESPACE_PREFIX
-from ray_job_harness import GRPO, GRPO_SID, HEAD, NOW, WORKER, make_verl_spec, record, submit
+from ray_job_harness import GRPO, GRPO_SID, HEAD, NOW, ROOMY, WORKER, make_verl_spec, record, submit
 
 LAB_FACTS = {"python": "/opt/verl/bin/python", "resource": "CPU",
              "cpus_per_bundle": {"RayResourcePool": 10, "ResourcePoolManager": 3},
@@ -311,6 +311,7 @@ def keepable(monkeypatch):
 
 def test_a_second_submission_of_the_same_spec_skips_the_probe(ray, ray_config, capsys, monkeypatch, keepable):
     head = Head(monkeypatch, (0, probe_output(), ""))
+    ray.nodes = [HEAD, ROOMY]  # both run at once
     code, out = submit(capsys, ray_config, grpo(ray_config))
     assert code == 0 and out["preflight"] == "passed on the head" and len(kept_files(ray_config)) == 1, out
     code, out = submit(capsys, ray_config, grpo(ray_config, submission_id="grpo-again"))

@@ -177,6 +177,46 @@ def test_the_watchers_pass_admits_what_fits_once_per_pass(ray, ray_config, capsy
     assert again["admitted"] == [] and status_of(ray_config, "c-1")["queue"]["position"] == 1
 
 
+def test_an_admitted_job_holds_its_place_before_ray_shows_it_held(ray, ray_config, capsys):
+    # a-1 is admitted and submitted, but Ray has not started its driver nor made its groups: the next submission a
+    # second later must not be given the same worker (Ray's free resources do not show a-1 yet).
+    held = Held(ray, WORKER, W2)
+    gang = {"resources": {"nnodes": 2, "n_gpus_per_node": 2}}
+    assert put(capsys, ray_config, smoke(ray_config, "a-1", env={}, **gang))["state"] == "PENDING"
+    out = put(capsys, ray_config, smoke(ray_config, "b-1", env={}, resources={"n_gpus_per_node": 1}),
+              submitter="bob")
+    assert out["state"] == "QUEUED" and [c["submission_id"] for c in ray.submitted] == ["a-1"]
+    assert status_of(ray_config, "b-1")["queue"]["words"] == (
+        "needs 1 node of 1 GPU and a driver of 1 worker_node; none fits")
+    # Its driver starts on w1, its gang never shows (a command job makes no placement group): its GPUs stay counted.
+    held.run("a-1", node="n-w1")
+    waited = call(capsys, ray_config, "wait", "b-1", poll_s=1)
+    assert waited["state"] == "QUEUED" and len(ray.submitted) == 1
+    held.end("a-1")
+    assert call(capsys, ray_config, "wait", "b-1", poll_s=1)["state"] == "PENDING"
+
+
+def test_a_job_no_idle_worker_could_hold_goes_to_ray_whose_pending_s_bounds_it(ray, ray_config, capsys):
+    Held(ray)
+    spec = smoke(ray_config, "x-1", env={}, resources={"entrypoint_resources": {"worker_node": 1, "no_such_gpu": 1}})
+    out = put(capsys, ray_config, spec)
+    assert out["state"] == "PENDING" and [c["submission_id"] for c in ray.submitted] == ["x-1"]
+    queue = status_of(ray_config, "x-1")["queue"]
+    assert queue["reason"] == qm.NEVER_FITS and queue["words"] == (
+        "needs a driver of 1 no_such_gpu, 1 worker_node; none fits, even with nothing running: handed to Ray, whose "
+        "pending_s bounds its wait")
+
+
+def test_a_job_submitted_around_the_queue_counts_what_its_driver_holds(ray, ray_config, capsys):
+    Held(ray)  # one worker: its only driver slot is taken by a job the queue never saw
+    ray.submit_job(submission_id="x-1", entrypoint="sleep 600", runtime_env={}, metadata={},
+                   entrypoint_resources={"worker_node": 1})
+    ray.set("x-1", "RUNNING", driver_node_id="n-w1", job_id="job-x-1")
+    ray.free["n-w1"] = {**WORKER["resources_total"], "worker_node": 0.0}
+    out = put(capsys, ray_config, smoke(ray_config, "a-1", env={}))
+    assert out["state"] == "QUEUED" and status_of(ray_config, "a-1")["queue"]["reason"] == qm.NO_FIT
+
+
 # ------------------------------------------------------------------ quotas, classes, backfill: each reason recorded
 
 

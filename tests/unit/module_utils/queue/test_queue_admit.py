@@ -13,6 +13,7 @@ from ansible.module_utils.queue.model import (
     DELAYS,
     DUPLICATE,
     FITS,
+    NEVER_FITS,
     NO_FIT,
     PREEMPT,
     PREEMPTS,
@@ -41,7 +42,8 @@ def test_admitting_one_leaves_less_for_the_next_and_the_words_name_what_fits():
 def test_the_gang_waits_whole_and_says_where_part_of_it_fits():
     nodes = [worker("198.18.0.11"), worker("198.18.0.12", gpus=0)]
     got = decide([entry("a", nodes=2)], nodes=nodes)
-    assert got["a"].words == "needs 2 nodes of 1 GPU; 1 fits on 198.18.0.11"
+    assert got["a"].words == "needs 2 nodes of 1 GPU; 1 fits on 198.18.0.11, even with nothing running"
+    assert got["a"].reason == NEVER_FITS
 
 
 def test_a_cordoned_worker_takes_nothing():
@@ -136,8 +138,8 @@ def test_when_the_first_jobs_start_cannot_be_known_nothing_passes_it():
 
 def test_a_job_that_could_never_fit_holds_nobody_up():
     got = decide([entry("huge", nodes=3), entry("small", enqueued=1, max_run=None)])
-    assert got["huge"].words == "needs 3 nodes of 1 GPU; 2 fit on 198.18.0.11, 198.18.0.12"
-    assert got["small"].reason == FITS
+    assert got["huge"].words == "needs 3 nodes of 1 GPU; 2 fit on 198.18.0.11, 198.18.0.12, even with nothing running"
+    assert got["huge"].reason == NEVER_FITS and got["small"].reason == FITS
 
 
 # ---------------------------------------------------------------- preemption
@@ -196,7 +198,7 @@ def test_by_default_a_normal_job_waits_for_a_low_one_and_a_high_one_preempts_it(
 def test_never_preempt_when_freeing_would_still_not_fit():
     nodes, run = preemption_cluster()
     got = decide([entry("h", nodes=3, gpus=2, priority="high")], run=run, nodes=nodes)
-    assert (got["h"].verdict, got["h"].reason, got["h"].victims) == (WAIT, NO_FIT, ())
+    assert (got["h"].verdict, got["h"].reason, got["h"].victims) == (WAIT, NEVER_FITS, ())
 
 
 def test_victims_free_their_submitters_quota_and_jobs_after_see_the_rest():
