@@ -537,7 +537,6 @@ class Scope:
             return self._unknown(part, "an array item whose index is not known here")
         return "scalar", tuple(items[value]) if 0 <= value < len(items) else ()
 
-
     # ---- $(( ))
 
     def _arith(self, text, line):
@@ -642,4 +641,3 @@ class _Arith:
         if len(tok) > 1 and tok.startswith("0"):
             return self.wrap(int(tok, 8))  # bash reads a leading 0 as octal (ValueError on 8 or 9, as bash refuses)
         return self.wrap(int(tok))
-

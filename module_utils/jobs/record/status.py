@@ -127,10 +127,10 @@ FIELDS = (
           F("reason", "str", "Why it waits, or why it was admitted.", choices=tuple(queue.REASON_WORDS)),
           F("words", "str", "The reason in words."),
           F("admitted_at", "int", "When the queue admitted it and submitted it to Ray (ms).", **MS))),
-    F("preempt", "object", ("A waiting job of a higher class asked for this one's place (phase 1: recorded, the job "
-                            "runs on; stopping it at a whole checkpoint is to come)."), fields=(
-          F("by", "str", "The waiting job that asked.", pattern=conventions.ID_RULE),
-          F("at", "int", "When (ms).", **MS))),
+    F("preempt", "object", ("A waiting job of a higher class asked for this one's place (recorded; the job runs "
+                            "on: stopping it at a whole checkpoint is to come)."),
+      fields=(F("by", "str", "The waiting job that asked.", pattern=conventions.ID_RULE),
+              F("at", "int", "When (ms).", **MS))),
     F("retries", "object", "The spec's retry policy.", fields=(
         F("max", "int", "Attempts after the first."),
         F("on", "list", "Diagnosis kinds that are retried.", item=_TEXT),
