@@ -79,7 +79,8 @@ def entry_result(entry_name, spec, submission_id, status, log_tail, record_dir, 
                     for label, name, at in TREND_METRICS},
         # What reading metrics.jsonl left out (lines that are no row, numbers out of range, rows thinned), or None.
         "metrics_note": (metrics or {}).get("note"),
-        "durations": {key: phases.get(key) for key in ("pending_s", "running_s", "total_s")},
+        "durations": {"queued_s": queued_s(status), **{key: phases.get(key) for key in ("pending_s", "running_s",
+                                                                                        "total_s")}},
         "steps": get("steps"),
         "first_loss": get("first_loss"),
         "last_loss": get("last_loss"),
@@ -93,6 +94,18 @@ def entry_result(entry_name, spec, submission_id, status, log_tail, record_dir, 
         "log_tail": "\n".join((log_tail or "").splitlines()[-LOG_TAIL_LINES:]),
         "record": record_dir,
     }
+
+
+def queued_s(status):
+    """Seconds the entry's job waited in the queue (docs/queue.md): from entering it to its admission, or to its end
+    when it never left it (stopped, QUEUE_TIMEOUT); 0 when it went to Ray at once; None without a queue part."""
+    queue = (status or {}).get("queue")
+    since = _number(queue.get("since")) if isinstance(queue, dict) else None
+    left = _number(queue.get("admitted_at")) if since is not None else None
+    left = left if left is not None else _number((status or {}).get("end_time"))
+    if since is None or left is None or not math.isfinite(left - since):
+        return None
+    return round(max(0.0, left - since) / 1000, 3)
 
 
 def build_report(run_id, suite, started_at, ended_at, results, previous, loss_rise=0.10, duration_growth=0.50):
@@ -199,8 +212,8 @@ def summary_md(report, previous):
         (f"Run {_code(report['run_id'])}, started {iso_time(report['started_at'])}, "
          f"wall time {_duration(report['wall_s'])}."),
         "",
-        "| entry | state | steps | loss first → last | last reward | gates | total s | record | curves |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| entry | state | steps | loss first → last | last reward | gates | queued s | total s | record | curves |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for e in report["entries"]:
         state = known_state(e["state"]) + (" (regressed)" if e["name"] in regressed else "")
@@ -211,6 +224,7 @@ def summary_md(report, previous):
         gate_cell = f"{sum(g['ok'] for g in gates)}/{len(gates)}" if gates else "–"
         reward = _fmt_loss((e.get("metrics") or {}).get("last reward"))
         cells = [md(c) for c in (e["name"], state, _fmt(e["steps"]), loss, reward, gate_cell,
+                                 _fmt_seconds(e["durations"].get("queued_s")),
                                  _fmt_seconds(e["durations"].get("total_s")))]
         link = _record_link(e["submission_id"])
         cells.append(f"[{md(e['submission_id'])}]({link})" if link else "–")

@@ -36,7 +36,7 @@ def test_entry_result_takes_the_status_and_shortens_message_and_log():
     e = rr.entry_result("sft", "sft", "sft-57b97634", status(message="boom\n  at  x\n" + "y" * 500), log,
                         "/private/jobs/sft-57b97634")
     assert e["state"] == "SUCCEEDED" and e["passed"] is True
-    assert e["durations"] == {"pending_s": 0.008, "running_s": 22.778, "total_s": 22.786}
+    assert e["durations"] == {"queued_s": None, "pending_s": 0.008, "running_s": 22.778, "total_s": 22.786}
     assert (e["steps"], e["first_loss"], e["last_loss"]) == (2, 6.0, 5.75)
     assert "\n" not in e["message"] and e["message"].startswith("boom at x y")
     assert len(e["message"]) <= rr.MESSAGE_WIDTH and e["message"].endswith("...")
@@ -44,10 +44,25 @@ def test_entry_result_takes_the_status_and_shortens_message_and_log():
     assert e["record"] == "/private/jobs/sft-57b97634"
 
 
+def test_an_entrys_wait_in_the_queue_is_from_entering_it_to_its_admission_or_its_end():
+    def queued(queue, **extra):
+        return result("e", status(queue=queue, **extra))["durations"]["queued_s"]
+
+    assert queued({"since": 1_000, "admitted_at": 91_500}) == 90.5
+    assert queued({"since": 1_000, "admitted_at": 1_000}) == 0  # it went to Ray at once
+    assert queued({"since": 1_000, "admitted_at": None}, end_time=61_000) == 60  # stopped, or QUEUE_TIMEOUT
+    assert queued({"since": 1_000, "admitted_at": None}) is None and queued(None) is None
+    assert queued({"since": "1000", "admitted_at": 5}) is None
+    assert queued({"since": 10 ** 400, "admitted_at": 1}) is None
+    waited = report("r1", [result("e", status(queue={"since": 0, "admitted_at": 90_500}))])
+    row = next(line for line in rr.summary_md(waited, []).splitlines() if line.startswith("| e |"))
+    assert "| 90.5 | 22.8 |" in row, row
+
+
 def test_missing_status_and_unfinished_jobs_do_not_pass():
     missing = result("gone", None)
     assert missing["state"] == "MISSING" and missing["passed"] is False
-    assert missing["durations"] == {"pending_s": None, "running_s": None, "total_s": None}
+    assert missing["durations"] == {"queued_s": None, "pending_s": None, "running_s": None, "total_s": None}
     assert result("slow", status(state="RUNNING"))["passed"] is False
 
 
@@ -162,7 +177,7 @@ def test_summary_headline_table_and_records():
     lines = md.splitlines()
     assert lines[0] == "# FAIL: nightly, 1/2 passed, 1 failed"
     assert "`run-7`" in lines[2] and "1m 00s" in lines[2]
-    assert "| smoke | SUCCEEDED | 2 | 6 → 5.75 | – | – | 22.8 | [smoke-aa11](../../jobs/smoke-aa11/) | – |" in lines
+    assert "| smoke | SUCCEEDED | 2 | 6 → 5.75 | – | – | – | 22.8 | [smoke-aa11](../../jobs/smoke-aa11/) | – |" in lines
     assert "- **sft**: FAILED / PENDING_TIMEOUT" in lines
     odd = rr.summary_md(report("run-9", [result("a|b", status(state="FAILED", message="<class 'X'>"))]), [])
     assert "| a\\|b | FAILED |" in odd and "- **a\\|b**: FAILED: &lt;class 'X'&gt;" in odd
