@@ -157,6 +157,18 @@ def read_queued(shared_root, state):
     return statuses
 
 
+# Ray's own resources that no placement here asks and the queue does not weigh: memory in bytes (past the core's
+# amounts) and the implicit per-node names (node:<ip>, accelerator_type:<name>).
+_IMPLICIT = ("memory", "object_store_memory")
+_IMPLICIT_PREFIXES = ("node:", "accelerator_type:")
+
+
+def placeable(name):
+    """Whether a resource of Ray's is one the queue weighs: a named resource a placement may ask for."""
+    return (name not in _IMPLICIT and not name.startswith(_IMPLICIT_PREFIXES)
+            and conventions.matches(qm.RESOURCE_RULE, name))
+
+
 def read_workers(gcs_address, shared_root, state):
     """The workers (Ray's resource view), cordoned ones marked; {node_id: ip}."""
     nodes = rc.node_resources(gcs_address)
@@ -169,7 +181,7 @@ def read_workers(gcs_address, shared_root, state):
         ips[node.get("node_id")] = ip
         state.gpus = state.gpus or bool((node.get("total") or {}).get("GPU"))
         state.workers.append({"id": ip, "free": {k: v for k, v in (node.get("available") or {}).items()
-                                                 if conventions.matches(qm.RESOURCE_RULE, k)},
+                                                 if placeable(k)},
                               "cordoned": ip in cordoned})
     return ips
 
@@ -192,7 +204,7 @@ def read_running(client, shared_root, statuses, ips, state):
         holds = {}
         for node_id, held in (bundles.get(job.get("job_id")) or {}).items():
             if node_id in ips:
-                holds[ips[node_id]] = {k: v for k, v in held.items() if conventions.matches(qm.RESOURCE_RULE, k)}
+                holds[ips[node_id]] = {k: v for k, v in held.items() if placeable(k)}
         started = (job.get("start_time") or state.now_ms) / 1000
         mine = status is not None and status.queue and status.queue.submitter
         gang_placed, driver_ip = bool(holds), ips.get(job.get("driver_node_id"))  # holds: its groups' bundles so far
@@ -220,7 +232,7 @@ def driver_holds(job):
     extra = job.get("entrypoint_resources")
     held.update(extra if isinstance(extra, dict) else {})
     return {k: v for k, v in held.items() if isinstance(v, (int, float)) and v > 0
-            and conventions.matches(qm.RESOURCE_RULE, k)}
+            and placeable(k)}
 
 
 def reserve_unplaced(state, sid, asked, gang_placed, driver_placed):

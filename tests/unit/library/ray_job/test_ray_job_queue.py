@@ -196,6 +196,15 @@ def test_an_admitted_job_holds_its_place_before_ray_shows_it_held(ray, ray_confi
     assert call(capsys, ray_config, "wait", "b-1", poll_s=1)["state"] == "PENDING"
 
 
+def test_rays_own_resources_memory_and_node_names_are_not_weighed(ray, ray_config, capsys):
+    # What a real Ray lists beside CPU, GPU and worker_node: bytes past the core's amounts, and implicit names.
+    implicit = {"memory": 3.2e10, "object_store_memory": 8.5e9, "node:10.0.0.11": 1.0,
+                "accelerator_type:H100": 1.0}
+    Held(ray, {**WORKER, "resources_total": {**WORKER["resources_total"], **implicit}})
+    out = put(capsys, ray_config, smoke(ray_config, "a-1", env={}))
+    assert out["state"] == "PENDING" and status_of(ray_config, "a-1")["queue"]["reason"] == qm.FITS
+
+
 def test_a_job_no_idle_worker_could_hold_goes_to_ray_whose_pending_s_bounds_it(ray, ray_config, capsys):
     Held(ray)
     spec = smoke(ray_config, "x-1", env={}, resources={"entrypoint_resources": {"worker_node": 1, "no_such_gpu": 1}})
