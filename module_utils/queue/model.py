@@ -40,6 +40,7 @@ QUOTA_GPUS = "quota_gpus"  # it would take its submitter past their quota of GPU
 BEHIND = "behind"  # it fits, but jobs wait ahead whose start cannot be known, so nothing may pass them
 DELAYS = "delays"  # it fits, but starting it would delay the first waiting job
 DUPLICATE = "duplicate"  # its id already runs, or came earlier in the same queue: never admitted twice
+HELD = "held"  # it cannot be submitted as its record stands (a secret only its submitter has): left out, not deciding
 REASON_WORDS = {
     FITS: "fits now on {workers}",
     BACKFILL: "starts ahead of {first}, which it does not delay ({why})",
@@ -51,6 +52,7 @@ REASON_WORDS = {
     BEHIND: "behind {ahead}",
     DELAYS: "backfill would delay {first}",
     DUPLICATE: "{id} is already running or queued ahead",
+    HELD: "held out of the queue until its submitter's run gives what it lacks: {why}",
 }
 
 MAX_RESOURCES = 32  # resource names in one mapping, at most

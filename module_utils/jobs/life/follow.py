@@ -47,7 +47,9 @@ def wait_action(module, job):
             status = reconcile.forgotten(job, status)  # fails naming why, unless the head restarted just now
             return job.result(status, evidence.final_line(job, status))
         if done.verb in (step.FINAL, step.FINALIZED):
-            if done.verb == step.FINALIZED:  # what it held is free: the queue is asked once, so the next one starts
+            # What it held is free: the queue is asked once, so the next one starts (also when another run finalised
+            # it: that run may have been a stop, which asks too, or a reconcile, which does not).
+            if not module.check_mode:
                 lines += submit.admit(module, job.config, job.client)["lines"]
             return job.result(status, evidence.final_line(job, status), queue_lines=lines)
         if done.info is None:  # Ray forgot the job while it was stopped: the next wait says so
@@ -93,8 +95,12 @@ def stop(module, job):
         elif info is not None:  # Ray has not stopped it yet: a later status or wait finalises the record
             status.state = jc.summary(info)["status"]
             job.save_status(status)
+    lines = []
+    if running and not module.check_mode and jc.is_terminal(info):  # what it held is free: the next one starts
+        lines = submit.admit(module, job.config, job.client)["lines"]
     # In check mode, say that a stop would change the job.
-    return dict(job.result(status, f"{job.sid}: {'stopped' if running else 'not running'}"), changed=running)
+    return dict(job.result(status, f"{job.sid}: {'stopped' if running else 'not running'}"), changed=running,
+                queue_lines=lines)
 
 
 def refresh(module, job):

@@ -112,6 +112,7 @@ class Queued:
 
     def __init__(self, sid, record, status, spec):
         self.sid, self.record, self.status, self.spec = sid, record, status, spec
+        self.resolved = None  # the JobSpec it would be submitted with (submit.py resolves it before deciding)
 
 
 class State:
@@ -119,6 +120,7 @@ class State:
 
     def __init__(self):
         self.queued, self.running, self.workers, self.usage = [], [], [], []
+        self.ray_ids = set()  # every submission id Ray knows, ended or not
         self.problems, self.gpus, self.now_ms = [], False, now_ms()
 
     def decide(self, quotas, preempting, extra=(), window_s=share.WINDOW_S):
@@ -150,8 +152,13 @@ def read_queued(shared_root, state):
         if status.state != QUEUED:
             continue
         spec = read_json(record.path["job_spec"], base=record.dir, limit=SPEC_CAP)
-        if not isinstance(spec, dict) or not isinstance(spec.get("resources"), dict) or not status.queue.submitter:
-            state.problems.append(f"{sid}: QUEUED, but its record has no readable spec or queue part: not admitted")
+        try:  # a record anyone on the share may have shaped: checked whole here, so one bad one stops nobody else
+            if not isinstance(spec, dict) or not isinstance(spec.get("resources"), dict) or not status.queue.submitter:
+                raise qm.QueueError("no readable spec or queue part")
+            qm.entry_of(entry(sid, status.queue, spec, gpus=False))
+        except (qm.QueueError, KeyError, TypeError, ValueError) as exc:
+            state.problems.append(f"{sid}: QUEUED, but its record cannot be queued ({conventions.one_line(exc, 200)})"
+                                  ": not admitted")
             continue
         state.queued.append(Queued(sid, record, status, spec))
     return statuses
@@ -195,6 +202,7 @@ def read_running(client, shared_root, statuses, ips, state):
         state.problems.append(f"what each job's placement groups hold cannot be read: {conventions.one_line(exc, 200)}")
     for job in client.jobs():
         sid = job.get("submission_id")
+        state.ray_ids.add(sid)
         if not sid or job.get("status") in TERMINAL or not conventions.matches(conventions.ID_RULE, sid):
             continue
         status = statuses.get(sid)
@@ -207,7 +215,7 @@ def read_running(client, shared_root, statuses, ips, state):
                 holds[ips[node_id]] = {k: v for k, v in held.items() if placeable(k)}
         started = (job.get("start_time") or state.now_ms) / 1000
         mine = status is not None and status.queue and status.queue.submitter
-        gang_placed, driver_ip = bool(holds), ips.get(job.get("driver_node_id"))  # holds: its groups' bundles so far
+        placed_on, driver_ip = set(holds), ips.get(job.get("driver_node_id"))  # holds: its groups' bundles so far
         if driver_ip:  # what Ray reserved for its driver, ours or not
             holds[driver_ip] = fit.plus(holds.get(driver_ip, {}), driver_holds(job))
         if mine:
@@ -215,7 +223,7 @@ def read_running(client, shared_root, statuses, ips, state):
                              base=conventions.job_dir(shared_root, sid), limit=SPEC_CAP)
             if isinstance(spec, dict) and isinstance(spec.get("resources"), dict):
                 asked = placement(spec, state.gpus)
-                for ip, taken in reserve_unplaced(state, sid, asked, gang_placed,
+                for ip, taken in reserve_unplaced(state, sid, asked, placed_on,
                                                   driver_placed=bool(driver_ip)).items():
                     holds[ip] = fit.plus(holds.get(ip, {}), taken)
         state.running.append({
@@ -235,16 +243,18 @@ def driver_holds(job):
             and placeable(k)}
 
 
-def reserve_unplaced(state, sid, asked, gang_placed, driver_placed):
+def reserve_unplaced(state, sid, asked, placed_on, driver_placed):
     """What a job of ours was admitted to take but Ray does not show it holding yet is taken from the workers' free
     resources where it would go ({worker: taken}), so the next admission cannot give it away: a job's driver before
-    it starts and its gang before its placement groups are made (the first seconds of every job; always for a command
-    job, which makes none, so the queue keeps what it declared)."""
-    unplaced = qm.Placement(asked["nodes"], {} if gang_placed else asked["per_node"], asked["ranks_per_node"],
+    it starts, and its gang's nodes that hold no bundle of its groups yet (verl makes a group a node, placed one by
+    one; a command job makes none, so the queue keeps what it declared). placed_on: the workers its groups hold."""
+    missing = max(0, asked["nodes"] - len(placed_on))
+    unplaced = qm.Placement(missing or 1, asked["per_node"] if missing else {}, asked["ranks_per_node"],
                             {} if driver_placed else asked["driver"])
     if not any(unplaced.per_node.values()) and not any(unplaced.driver.values()):
         return {}
-    where = fit.place(unplaced, {w["id"]: w["free"] for w in state.workers if not w["cordoned"]})
+    where = fit.place(unplaced, {w["id"]: w["free"] for w in state.workers
+                                 if not w["cordoned"] and (w["id"] not in placed_on or not missing)})
     if where is None:  # Ray holds it PENDING until something ends; nothing is taken twice
         state.problems.append(f"{sid}: what it was admitted to take is not free now; Ray places it when it is")
         return {}

@@ -193,15 +193,31 @@ def admit_locked(module, config, client, settings, known=None, new=None):
             if ended.final:
                 out["ended"].append(q.sid)
                 out["lines"].append(f"{q.sid}: FAILED ({ended.reason}): {ended.message}")
+    ready = []
+    for q in state.queued:
+        if q.sid in state.ray_ids:  # a submission to Ray whose record write was cut short: completed, not decided
+            if complete_queued(module, config, client, q):
+                out["lines"].append(f"{q.sid}: Ray had it; its record was completed")
+            continue
+        try:  # a job its record cannot submit now takes nobody's place (it would be admitted, and fail, each time)
+            q.resolved = resolved_queued(module, config, q, (known or {}).get(q.sid))
+        except (Failed, js.JobSpecError) as exc:
+            why = conventions.one_line(str(exc), 300)
+            admission.waits(q, {"position": None, "reason": qm.HELD, "words": qm.REASON_WORDS[qm.HELD].format(why=why)})
+            out["lines"].append(f"{q.sid}: held: {why}")
+            continue
+        ready.append(q)
+    state.queued = ready
     extra = []
     if new is not None:
         sid, part, spec = new
         extra.append(admission.entry(sid, Queue.of(part), spec, state.gpus))
     try:
         decisions = state.decide(*settings, extra=extra)
-    except qm.QueueError as exc:  # a record's data the queue cannot take: named, nothing admitted
+    except qm.QueueError as exc:  # data the queue cannot take (read_queued leaves bad records out): nothing admitted
         out["unasked"] = str(exc)
         out["lines"].append(f"the queue was not asked: {exc}")
+        out["waiting"] = len(state.queued)
         return out
     if new is not None:
         out["new"] = decisions.get(new[0])
@@ -209,11 +225,11 @@ def admit_locked(module, config, client, settings, known=None, new=None):
         decision = decisions[q.sid]
         if decision["verdict"] == qm.ADMIT:
             try:
-                if submit_queued(module, config, client, q, decision, (known or {}).get(q.sid)):
+                if submit_queued(module, config, client, q, decision):
                     out["admitted"].append(q.sid)
                     out["lines"].append(f"{q.sid}: admitted ({decision['words']}), submitted")
                 continue
-            except (Failed, js.JobSpecError) as exc:
+            except (Failed, js.JobSpecError, OSError) as exc:  # Ray refused it, the share failed: said, not fatal
                 decision = dict(decision, words=f"admitted, not submitted: {conventions.one_line(str(exc), 300)}")
                 out["lines"].append(f"{q.sid}: {decision['words']}")
         elif decision["verdict"] == qm.PREEMPT:
@@ -232,15 +248,18 @@ def admit(module, config, client, known=None):
         return {"new": None, "admitted": [], "ended": [], "lines": [str(exc)], "unasked": str(exc), "waiting": 0}
 
 
-def spec_of_queued(q, known, secret_env):
+def spec_of_queued(q, known, secret_env, own=None):
     """The spec a queued job is submitted with: the one its own submitter's run resolved (known), else its record's,
-    whose secret env values ("<redacted>") come from what the control host passed down (secret_env: -e env.NAME
-    values over the site's jobspec_defaults, as a retry's: attempts.given_env). A secret found in neither is an
-    error naming env.NAME: the job stays QUEUED until a run that has it asks."""
+    whose secret env values ("<redacted>") come from what the control host passed down: the site's jobspec_defaults
+    for any job, this run's -e env.NAME values only for the job this run follows (own), never another's (one
+    person's key must not reach another person's job). A secret found in neither is an error naming env.NAME: the job
+    is held until a run that has it asks."""
     if isinstance(known, dict) and known.get("submission_id") == q.sid:
         return known
     spec = dict(q.spec)
     env = dict(spec.get("env") or {}) if isinstance(spec.get("env"), dict) else {}
+    if q.sid != own:
+        secret_env = {"site": (secret_env or {}).get("site")} if isinstance(secret_env, dict) else None
     given = attempts.given_env(secret_env, spec.get("workload"))
     for key, value in env.items():
         if value == REDACTED:
@@ -254,10 +273,34 @@ def spec_of_queued(q, known, secret_env):
     return spec
 
 
-def submit_queued(module, config, client, q, decision, known):
-    """Submit a QUEUED job the queue admitted, exactly as a direct submit does (then PENDING/RUNNING), under its
-    record's lock: one that a stop or its queue_s ended meanwhile is left as it is. True when it was submitted."""
-    spec = js.check_cluster(js.JobSpec.from_dict(spec_of_queued(q, known, module.params.get("secret_env"))), config)
+def resolved_queued(module, config, q, known):
+    """The JobSpec a QUEUED job would be submitted with now, checked against the cluster (JobSpecError, Failed)."""
+    own = module.params.get("submission_id")
+    return js.check_cluster(js.JobSpec.from_dict(spec_of_queued(q, known, module.params.get("secret_env"), own)),
+                            config)
+
+
+def complete_queued(module, config, client, q):
+    """A QUEUED record whose id Ray knows (the run that submitted it was cut short before its status was written):
+    its status completed from Ray's, under its lock, as an interrupted submit's is. True when it was."""
+    job = Job(module, config, q.sid, q.record.dir, client=client)
+    with record_lock(q.record.dir):
+        status, info = job.status(), job.info()
+        if status.final or status.state != QUEUED or info is None:
+            return False
+        summary = jc.summary(info)
+        status.state, status.resumed = summary["status"], "the record of an interrupted submit was completed"
+        status.submitted_at = summary["start_time"] or now_ms()
+        status.queue.position, status.queue.admitted_at = None, status.submitted_at
+        job.save_status(status)
+    return True
+
+
+def submit_queued(module, config, client, q, decision):
+    """Submit a QUEUED job the queue admitted (its spec resolved before the decision, q.resolved), exactly as a
+    direct submit does (then PENDING/RUNNING), under its record's lock: one that a stop or its queue_s ended
+    meanwhile, or that Ray already has, is left to what did that. True when it was submitted."""
+    spec = q.resolved
     job = Job(module, config, q.sid, q.record.dir, client=client)
     resume = attempts.resume_point(spec, config) if spec.resume_from else None
     runtime_env = render.render_runtime_env(spec, config)
@@ -268,7 +311,7 @@ def submit_queued(module, config, client, q, decision, known):
                  submit_cmd=job.redact(render.submit_command(spec, config, job.redact(runtime_env))))
     with record_lock(q.record.dir):
         status = job.status()
-        if status.final or status.state != QUEUED:
+        if status.final or status.state != QUEUED or job.info() is not None:
             return False
         if resume:
             status.resumed_from = resume

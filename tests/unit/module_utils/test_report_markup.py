@@ -71,7 +71,7 @@ def test_a_message_cannot_add_a_line_or_a_table_cell():
     failure = next(line for line in md.splitlines() if line.startswith("- **e**"))
     assert failure == "- **e**: FAILED / DEADLINE_EXCEEDED / E&lt;rr&gt;: a \\| b \\| x \\| y \\| # h"
     row = next(line for line in md.splitlines() if line.startswith("| e |"))
-    assert row.count(" | ") == 8  # nine cells, as the header has
+    assert row.count(" | ") == 9  # ten cells, as the header has
 
 
 STATES = ["<img src=x onerror=alert(1)>", "SUCCEEDED\n# pwned", "[x](http://evil)", "succeeded", 7, None, ["FAILED"],

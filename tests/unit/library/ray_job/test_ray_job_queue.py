@@ -128,20 +128,71 @@ def test_a_queued_job_is_admitted_when_a_follower_sees_the_running_one_end(ray, 
     waited = call(capsys, ray_config, "wait", "b-1", spec=spec, poll_s=12)
     assert waited["state"] == "QUEUED" and waited["progress"].startswith("b-1: QUEUED (position 1")
     assert len(ray.submitted) == 1
-    # a-1 ends under its follower: the queue is asked once, and b-1 goes to Ray with its real secret (its follower's
-    # spec is not here: the record's is redacted, so the secret comes down as a retry's does)
+    # a-1 ends under alice's follower: the queue is asked once. b-1's record keeps its secret redacted, and alice's
+    # own -e env value is never given to bob's job: b-1 is held, saying what it lacks, and takes nobody's place.
     held.end("a-1")
-    ended = call(capsys, ray_config, "wait", "a-1", secret_env={"cli": {"WANDB_API_KEY": SECRET}})
-    assert ended["state"] == "SUCCEEDED" and ended["queue_lines"] == [
-        "b-1: admitted (fits now on 10.0.0.11), submitted"]
+    ended = call(capsys, ray_config, "wait", "a-1", secret_env={"cli": {"WANDB_API_KEY": "alices-own-key"}})
+    assert ended["state"] == "SUCCEEDED" and ended["queue_lines"][0].startswith("b-1: held: jobspec field "
+                                                                                "'env.WANDB_API_KEY'")
+    assert len(ray.submitted) == 1 and status_of(ray_config, "b-1")["queue"]["reason"] == qm.HELD
+    # the site's secrets (jobspec_defaults) are every job's; bob's own follower gives his: submitted with it
+    waited = call(capsys, ray_config, "wait", "b-1", poll_s=1, secret_env={"cli": {"WANDB_API_KEY": SECRET}})
     [_, call_b] = ray.submitted
     assert call_b["submission_id"] == "b-1" and call_b["runtime_env"]["env_vars"]["WANDB_API_KEY"] == SECRET
     status = status_of(ray_config, "b-1")
-    assert status["state"] == "PENDING" and status["submitted_at"] == int(ray.clock.now * 1000)
+    assert status["state"] == "PENDING" and status["submitted_at"]
     assert status["queue"]["reason"] == qm.FITS and status["queue"]["admitted_at"] == status["submitted_at"]
     assert status["queue"]["position"] is None and status["queue"]["submitter"] == "bob"
+    assert "alices-own-key" not in json.dumps(ray.submitted)
     # pending_s counts from the admission: its follower now follows Ray's job as a direct submit's
     assert call(capsys, ray_config, "wait", "b-1", poll_s=1)["state"] == "PENDING"
+
+
+def test_a_job_held_for_its_secret_takes_nobodys_place(ray, ray_config, capsys):
+    held = Held(ray)
+    put(capsys, ray_config, smoke(ray_config, "a-1", env={}))
+    held.run("a-1")
+    put(capsys, ray_config, smoke(ray_config, "b-1"), submitter="bob")  # its secret: only bob's runs have it
+    put(capsys, ray_config, smoke(ray_config, "c-1", env={}), submitter="carol")
+    held.end("a-1")
+    watched = call(capsys, ray_config, "watch")
+    assert watched["admitted"] == ["c-1"] and [c["submission_id"] for c in ray.submitted] == ["a-1", "c-1"]
+    queue = status_of(ray_config, "b-1")["queue"]
+    assert queue["reason"] == qm.HELD and queue["words"].startswith(
+        "held out of the queue until its submitter's run gives what it lacks: jobspec field 'env.WANDB_API_KEY'")
+
+
+def test_a_malformed_queued_record_stops_nobody_else(ray, ray_config, capsys):
+    held = Held(ray)
+    put(capsys, ray_config, smoke(ray_config, "a-1", env={}))
+    held.run("a-1")
+    put(capsys, ray_config, smoke(ray_config, "b-1", env={}), submitter="bob")
+    path = os.path.join(record(ray_config, "b-1"), "config", "job_spec.json")
+    with open(path, encoding="utf-8") as handle:
+        spec = json.load(handle)
+    spec["resources"]["nnodes"] = "2"  # a record anyone on the share may have shaped
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(spec, handle)
+    out = put(capsys, ray_config, smoke(ray_config, "c-1", env={}), submitter="carol")
+    assert out["state"] == "QUEUED" and status_of(ray_config, "c-1")["queue"]["reason"] == qm.NO_FIT  # not around it
+    held.end("a-1")
+    watched = call(capsys, ray_config, "watch")
+    assert watched["admitted"] == ["c-1"] and status_of(ray_config, "b-1")["state"] == "QUEUED"
+
+
+def test_a_queued_record_ray_already_has_is_completed_not_submitted_again(ray, ray_config, capsys):
+    held = Held(ray)
+    put(capsys, ray_config, smoke(ray_config, "a-1", env={}))
+    held.run("a-1")
+    put(capsys, ray_config, smoke(ray_config, "b-1", env={}), submitter="bob")
+    # the run that submitted b-1 died between Ray's acceptance and its status.json (or someone gave Ray that id around
+    # the queue): the record follows the job Ray runs under its id, and the queue never submits it a second time
+    ray.submit_job(submission_id="b-1", entrypoint="x", runtime_env={}, metadata={})
+    ray.set("b-1", "RUNNING", start_time=int(ray.clock.now * 1000))
+    call(capsys, ray_config, "watch")
+    status = status_of(ray_config, "b-1")
+    assert status["state"] == "RUNNING" and status["resumed"] == "the record of an interrupted submit was completed"
+    assert [c["submission_id"] for c in ray.submitted] == ["a-1", "b-1"]  # the one submission, never a second
 
 
 def test_a_queued_job_whose_secret_nobody_gave_stays_queued_saying_so(ray, ray_config, capsys):
@@ -153,8 +204,8 @@ def test_a_queued_job_whose_secret_nobody_gave_stays_queued_saying_so(ray, ray_c
     ended = call(capsys, ray_config, "wait", "a-1")
     assert ended["queue_lines"] and "env.WANDB_API_KEY" in ended["queue_lines"][0]
     status = status_of(ray_config, "b-1")
-    assert status["state"] == "QUEUED" and status["queue"]["words"].startswith("admitted, not submitted: jobspec "
-                                                                                 "field 'env.WANDB_API_KEY'")
+    assert status["state"] == "QUEUED" and status["queue"]["words"].startswith(
+        "held out of the queue until its submitter's run gives what it lacks: jobspec field 'env.WANDB_API_KEY'")
     assert len(ray.submitted) == 1
     # its own follower has it (the spec its run resolved): submitted on its next wait
     waited = call(capsys, ray_config, "wait", "b-1", spec=smoke(ray_config, "b-1"), poll_s=1)
@@ -305,20 +356,6 @@ def test_backfill_admits_a_short_job_and_refuses_one_that_would_delay(ray, ray_c
         "starts ahead of big-1, which it does not delay (its max_run_s ends before big-1 could start)")
 
 
-def test_a_queued_id_ray_already_runs_is_never_admitted_twice(ray, ray_config, capsys):
-    held = Held(ray)
-    put(capsys, ray_config, smoke(ray_config, "a-1", env={}))
-    held.run("a-1")
-    put(capsys, ray_config, smoke(ray_config, "b-1", env={}), submitter="bob")
-    # someone submits b-1 to Ray around the queue, with the token: it runs, the queue must not submit it again
-    ray.submit_job(submission_id="b-1", entrypoint="python x.py", runtime_env={}, metadata={})
-    held.end("a-1")
-    call(capsys, ray_config, "watch")
-    assert [c["submission_id"] for c in ray.submitted] == ["a-1", "b-1"]  # its own, none of the queue's
-    queue = status_of(ray_config, "b-1")["queue"]
-    assert queue["reason"] == qm.DUPLICATE and queue["words"] == "b-1 is already running or queued ahead"
-
-
 # ------------------------------------------------------------------ stop, status, queue_s
 
 
@@ -344,7 +381,7 @@ def test_a_job_queued_past_its_queue_s_ends_failed_queue_timeout(ray, ray_config
     held = Held(ray)
     put(capsys, ray_config, smoke(ray_config, "a-1"))
     held.run("a-1")
-    put(capsys, ray_config, smoke(ray_config, "b-1", timeouts={"queue_s": 60}), submitter="bob")
+    put(capsys, ray_config, smoke(ray_config, "b-1", env={}, timeouts={"queue_s": 60}), submitter="bob")
     ray.clock.now += 30
     assert call(capsys, ray_config, "watch")["lines"] == []
     ray.clock.now += 31
@@ -450,9 +487,9 @@ def test_status_lists_the_queue_in_order_with_submitter_class_wait_and_reason(ra
     held = Held(ray)
     put(capsys, ray_config, smoke(ray_config, "a-1"))
     held.run("a-1")
-    put(capsys, ray_config, smoke(ray_config, "b-1"), submitter="bob")
+    put(capsys, ray_config, smoke(ray_config, "b-1", env={}), submitter="bob")
     ray.clock.now += 125
-    put(capsys, ray_config, smoke(ray_config, "c-1", queue={"priority": "high"}), submitter="carol")
+    put(capsys, ray_config, smoke(ray_config, "c-1", env={}, queue={"priority": "high"}), submitter="carol")
     ray.clock.now += 3600
     rows, lines = admission.listing(ray_config["shared_root"], int(ray.clock.now * 1000))
     assert [r["submission_id"] for r in rows] == ["c-1", "b-1"] and rows[1]["waited_s"] == 3725
