@@ -95,9 +95,12 @@ class _Decider:
         self.now, self.quotas, self.preempting = now, quotas or NO_QUOTAS, preempting
         self.pool = _Pool({w.id: dict(w.free) for w in workers if not w.cordoned})
         self.busy = list(running)  # running now, less victims, plus what this decision admits
-        capacity = dict(self.pool.free)  # what each worker would have with every running job gone
+        # What each worker would have with every running job gone: all it offers, when Ray said; else its free
+        # resources and what the running jobs are known to hold there (a hold nobody attributes is missed).
+        capacity = dict(self.pool.free)
         for job in running:
             capacity = _give(capacity, job.holds)
+        capacity.update({w.id: dict(w.total) for w in workers if not w.cordoned and w.total is not None})
         self.capacity = _Pool(capacity)
         self.jobs, self.ranks = {}, {}
         for job in running:

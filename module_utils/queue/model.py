@@ -96,6 +96,9 @@ WORKER_FIELDS = (
     Field("id", "str", "The worker (its address, as Ray's state names it).", pattern=WORKER_RULE, required=True),
     Field("free", "map", "Its available resources now.", pattern=RESOURCE_RULE, item=_AMOUNT, required=True),
     Field("cordoned", "bool", "Cordoned: no new work lands on it.", default=False, nullable=True),
+    Field("total", "map", "All it offers (what an idle cluster would have free): whether a job could ever fit is "
+          "judged on it; without it, on its free resources and what the running jobs hold there.",
+          pattern=RESOURCE_RULE, item=_AMOUNT, nullable=True),
 )
 RUNNING_FIELDS = (
     _ID, _SUBMITTER, _CLASS, _PREEMPTIBLE,
@@ -160,6 +163,7 @@ class Worker:
     id: str
     free: dict
     cordoned: bool
+    total: dict = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -253,7 +257,7 @@ def entry_of(value):
 def worker_of(value):
     """A worker's free resources (Worker) from Ray's state as plain data."""
     values = _checked("worker", WORKER_FIELDS, value)
-    return Worker(values["id"], values["free"], bool(values["cordoned"]))
+    return Worker(values["id"], values["free"], bool(values["cordoned"]), values["total"])
 
 
 def running_of(value):

@@ -189,6 +189,7 @@ def read_workers(gcs_address, shared_root, state):
         state.gpus = state.gpus or bool((node.get("total") or {}).get("GPU"))
         state.workers.append({"id": ip, "free": {k: v for k, v in (node.get("available") or {}).items()
                                                  if placeable(k)},
+                              "total": {k: v for k, v in (node.get("total") or {}).items() if placeable(k)},
                               "cordoned": ip in cordoned})
     return ips
 

@@ -195,6 +195,18 @@ def test_by_default_a_normal_job_waits_for_a_low_one_and_a_high_one_preempts_it(
     assert set(got["n"].where) | set(got["h"].where) == {"198.18.0.11", "198.18.0.12"}
 
 
+def test_whether_a_job_could_ever_fit_is_judged_on_what_the_workers_offer_when_ray_says():
+    # Ray holds the whole worker for something no running job is known to hold (a driver whose node Ray has not
+    # named yet): free and the known holds say "never", all it offers says "not now".
+    busy = model.worker_of({"id": "w1", "free": {"GPU": 0, "CPU": 8}, "total": {"GPU": 1, "CPU": 8}})
+    got = decide([entry("a")], nodes=[busy])
+    assert (got["a"].verdict, got["a"].reason) == (WAIT, NO_FIT)
+    unknown = model.worker_of({"id": "w1", "free": {"GPU": 0, "CPU": 8}})
+    assert decide([entry("a")], nodes=[unknown])["a"].reason == NEVER_FITS
+    small = model.worker_of({"id": "w1", "free": {"GPU": 0, "CPU": 8}, "total": {"GPU": 1, "CPU": 8}})
+    assert decide([entry("a", gpus=2)], nodes=[small])["a"].reason == NEVER_FITS
+
+
 def test_never_preempt_when_freeing_would_still_not_fit():
     nodes, run = preemption_cluster()
     got = decide([entry("h", nodes=3, gpus=2, priority="high")], run=run, nodes=nodes)
