@@ -13,11 +13,13 @@ floats on one past 1.8e308 raises OverflowError, so an unbounded number stopped 
 
 import contextlib
 import errno
+import fcntl
 import json
 import math
 import os
 import re
 import stat
+import time
 import uuid
 
 READ_CAP = 1 << 20  # bytes read_small reads at most unless told otherwise
@@ -409,3 +411,23 @@ def make_folder(path, what, mode=0o755, owned=True):
         finally:
             os.close(fd)
     return made
+
+
+@contextlib.contextmanager
+def held_lock(path, timeout_s, busy):
+    """Hold an exclusive flock on the lock file at path (open_lock), trying every 0.2 s; after timeout_s, raise what
+    busy() gives (the caller's one line: who holds it, is it stuck)."""
+    fd = open_lock(path)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise busy() from None
+                time.sleep(0.2)
+        yield
+    finally:
+        os.close(fd)

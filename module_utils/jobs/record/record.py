@@ -9,7 +9,6 @@ through files.py (no symlink followed, regular files only, a cap on what is read
 """
 
 import contextlib
-import fcntl
 import json
 import os
 import stat
@@ -81,22 +80,12 @@ def record_lock(output_dir, timeout_s=120, name=LOCK_FILE):
 
     flock on a file inside the record; on NFS the kernel maps it to a lock the server arbitrates. A run that
     hangs while holding it (a dashboard that never answers) makes the next one fail after timeout_s, saying so."""
-    fd = files.open_lock(os.path.join(output_dir, name))
-    try:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise LockTimeout(f"another run of {os.path.basename(output_dir)} has held its record's lock "
-                                      f"for {timeout_s}s; is it stuck? (the lock is {name} in the record)") \
-                        from None
-                time.sleep(0.2)
+    def busy():
+        return LockTimeout(f"another run of {os.path.basename(output_dir)} has held its record's lock for "
+                           f"{timeout_s}s; is it stuck? (the lock is {name} in the record)")
+
+    with files.held_lock(os.path.join(output_dir, name), timeout_s, busy):
         yield
-    finally:
-        os.close(fd)
 
 
 def write_text(path, text, base=None):

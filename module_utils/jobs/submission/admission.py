@@ -24,7 +24,6 @@ and records, and submits nothing.
 
 import contextlib
 import errno
-import fcntl
 import os
 import time
 
@@ -53,21 +52,12 @@ def queue_lock(shared_root, timeout_s=None):
     timeout_s = LOCK_WAIT_S if timeout_s is None else timeout_s
     jobs = conventions.paths(shared_root)["jobs"]
     path = os.path.join(jobs, QUEUE_LOCK)
-    fd = files.open_lock(path)
-    try:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise QueueBusy(errno.EBUSY, f"another admission has held the queue's lock for {timeout_s}s; "
-                                    "is it stuck?", path) from None
-                time.sleep(0.2)
+    def busy():
+        return QueueBusy(errno.EBUSY, f"another admission has held the queue's lock for {timeout_s}s; is it stuck?",
+                         path)
+
+    with files.held_lock(path, timeout_s, busy):
         yield
-    finally:
-        os.close(fd)
 
 
 def ranks(spec):
