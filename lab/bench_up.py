@@ -41,7 +41,6 @@ DASHBOARD = lab.DASHBOARD_URL
 HEAD_IP = lab.HEAD_IP
 
 
-
 def worker_ips(n):
     return [host.ip for host in lab.plan_hosts(n) if host.role == "worker"]
 

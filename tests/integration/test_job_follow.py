@@ -10,7 +10,6 @@ from conftest import RECORDS, new_id, playbook
 pytestmark = pytest.mark.usefixtures("cluster_up")
 
 
-
 def test_a_job_longer_than_several_polls_shows_a_line_for_each_poll():
     sid = new_id("follow")
     # No max_run_s: the action follows the job until it ends, whatever the number of polls.

@@ -27,7 +27,6 @@ from jobs_helpers import hashes, ray_jobs, read, record, start_long_job, status
 pytestmark = pytest.mark.usefixtures("cluster_up")
 
 
-
 def ray_logs(sid):
     ray_cluster.prepare_client_env(TOKEN)
     return ray_cluster.job_client(DASHBOARD, ray_cluster.read_token(TOKEN)).get_job_logs(sid)

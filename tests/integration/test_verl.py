@@ -17,7 +17,6 @@ SDIST = os.path.join(ROOT, ".lab", "src", "verl-0.9.1.tar.gz")
 pytestmark = pytest.mark.usefixtures("cluster_up")
 
 
-
 def status(sid):
     with open(os.path.join(RECORDS, sid, "status.json"), encoding="utf-8") as handle:
         return json.load(handle)

@@ -303,6 +303,7 @@ _spec = importlib.util.spec_from_file_location("ray_job_action", os.path.join(RO
 action = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(action)
 
+
 def module_result(capsys, **args):
     """One run of library/ray_job.py in this process, as _execute_module would return it."""
     with patch_module_args(args), pytest.raises(SystemExit):

@@ -52,6 +52,7 @@ def queue_lock(shared_root, timeout_s=None):
     timeout_s = LOCK_WAIT_S if timeout_s is None else timeout_s
     jobs = conventions.paths(shared_root)["jobs"]
     path = os.path.join(jobs, QUEUE_LOCK)
+
     def busy():
         return QueueBusy(errno.EBUSY, f"another admission has held the queue's lock for {timeout_s}s; is it stuck?",
                          path)

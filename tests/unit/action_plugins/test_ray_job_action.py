@@ -69,8 +69,6 @@ def test_a_job_with_max_run_s_is_stopped_by_its_own_timeout(ray, ray_config, cap
 # ------------------------------------------------------------------ the action itself
 
 
-
-
 @pytest.fixture
 def specs_dir(tmp_path):
     (tmp_path / "smoke.yaml").write_text("workload: smoke\n")

@@ -118,6 +118,7 @@ def test_wait_looks_again_until_the_replaced_node_is_dead(monkeypatch):
     old = {**W1, "node_id": "old", "start_time_ms": 1}
     new = {**W1, "node_id": "new", "start_time_ms": 2}
     listings = [RuntimeError("connection refused"), [HEAD, old, new], [HEAD, {**old, "state": "DEAD"}, new]]
+
     def list_nodes(url):
         answer = listings.pop(0)
         if isinstance(answer, Exception):

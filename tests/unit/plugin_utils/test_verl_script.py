@@ -172,7 +172,6 @@ def test_trainer_commands_in_every_form_numbered_in_order():
     assert [[w.text for w in t.args] for t in found] == [["a=1"], ["b=2"], ["c=3"], ["d=4"]]
 
 
-
 def words(text, number=1):
     """The trainer's argument words: their text, with unknown parts as the script wrote them."""
     return [w.text for w in trainer(text, number).args]

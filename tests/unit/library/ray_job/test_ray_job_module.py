@@ -378,7 +378,6 @@ def test_a_record_finalised_by_another_run_meanwhile_keeps_all_its_files(ray, ra
         assert handle.read() == "the other run's failure.txt\n"
 
 
-
 def test_a_stop_still_asks_ray_when_the_record_is_already_final(ray, ray_config, capsys):
     """A pending job given up on (PENDING_TIMEOUT) that Ray did not stop (ray#31008): a user's stop reaches Ray,
     and the final record stays as it was."""

@@ -143,7 +143,6 @@ def test_a_cluster_it_cannot_read_fails_the_pass_and_changes_nothing(ray, ray_co
     assert code == 1 and out["msg"].startswith("cannot talk to Ray's job API") and files(record(ray_config)) == before
 
 
-
 # Issue 31's review of the one step (module_utils/jobs/life/step.py): what a step may never do.
 def test_a_hang_stop_that_failed_once_is_asked_again(ray, ray_config, capsys, dumped):
     start(capsys, ray, ray_config, timeouts={"stall_s": 300, "max_run_s": None}, retries={"max": 1, "on": ["hung"]})

@@ -114,7 +114,6 @@ def test_make_folder_makes_the_mode_asked_whatever_the_umask_and_takes_its_own_a
     assert files.make_folder(str(where), "the cordons folder") is False  # already there: taken as it is
 
 
-
 def test_make_folder_refuses_a_symlink_a_file_and_a_stranger_s_folder(tmp_path, monkeypatch):
     os.mkdir(tmp_path / "elsewhere")
     os.symlink(tmp_path / "elsewhere", tmp_path / "link")
